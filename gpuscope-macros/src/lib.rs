@@ -1,0 +1,1 @@
+//! Attribute macros for gpuscope (`#[gpu_scope]`, `#[no_grad]`).

@@ -1,0 +1,139 @@
+//! Blocks: pieces of a segment, allocated or free, kept in a slab and linked to their
+//! address neighbours (for merging) and, when free, to their size class (for best fit).
+
+use crate::backend::StreamId;
+
+use super::rounding::Pool;
+
+/// "No block": the end of a list.
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// What a block is doing.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum BlockState {
+    /// In its pool's free index, ready to be handed out.
+    Free,
+    /// Handed out and not freed.
+    Allocated,
+    /// Freed by its owner, but other streams used it: waiting for their events.
+    PendingFree,
+    /// The slab slot is unused.
+    Vacant,
+}
+
+/// One block. Indices point into the allocator's block slab.
+#[derive(Debug)]
+pub(crate) struct Block {
+    pub addr: u64,
+    pub size: usize,
+    /// Bytes the caller asked for (allocated blocks only).
+    pub requested: usize,
+    /// Address neighbours inside the same segment.
+    pub prev: u32,
+    pub next: u32,
+    /// Links of the free list of the block's size class (free blocks only).
+    pub free_prev: u32,
+    pub free_next: u32,
+    pub segment: u32,
+    pub stream: StreamId,
+    pub pool: Pool,
+    pub state: BlockState,
+    /// Bumped each time the slot is reused, so stale handles are caught.
+    pub generation: u32,
+    /// Events still outstanding before a pending free completes.
+    pub pending_events: u32,
+    /// The block's id in a trace being recorded.
+    pub trace_id: u64,
+    /// Allocator tick when the block last became free.
+    pub freed_at: u64,
+    /// Other streams the block was used on (`record_stream`).
+    pub stream_uses: Vec<StreamId>,
+}
+
+impl Block {
+    /// Whether the block is one piece of a split segment.
+    #[inline]
+    pub fn is_split(&self) -> bool {
+        self.prev != NIL || self.next != NIL
+    }
+}
+
+/// The block slab: blocks by index, with recycled slots.
+#[derive(Debug, Default)]
+pub(crate) struct BlockSlab {
+    pub blocks: Vec<Block>,
+    vacant: Vec<u32>,
+}
+
+impl BlockSlab {
+    /// A new free-state block; links are the caller's to set.
+    pub fn insert(&mut self, addr: u64, size: usize, segment: u32, stream: StreamId, pool: Pool) -> u32 {
+        if let Some(i) = self.vacant.pop() {
+            let b = &mut self.blocks[i as usize];
+            b.addr = addr;
+            b.size = size;
+            b.requested = 0;
+            b.prev = NIL;
+            b.next = NIL;
+            b.free_prev = NIL;
+            b.free_next = NIL;
+            b.segment = segment;
+            b.stream = stream;
+            b.pool = pool;
+            b.state = BlockState::Free;
+            b.generation = b.generation.wrapping_add(1);
+            b.pending_events = 0;
+            b.trace_id = u64::MAX;
+            b.freed_at = 0;
+            b.stream_uses.clear();
+            i
+        } else {
+            self.blocks.push(Block {
+                addr,
+                size,
+                requested: 0,
+                prev: NIL,
+                next: NIL,
+                free_prev: NIL,
+                free_next: NIL,
+                segment,
+                stream,
+                pool,
+                state: BlockState::Free,
+                generation: 0,
+                pending_events: 0,
+                trace_id: u64::MAX,
+                freed_at: 0,
+                stream_uses: Vec::new(),
+            });
+            (self.blocks.len() - 1) as u32
+        }
+    }
+
+    /// Returns a slot to the slab.
+    pub fn remove(&mut self, index: u32) {
+        let b = &mut self.blocks[index as usize];
+        b.state = BlockState::Vacant;
+        b.generation = b.generation.wrapping_add(1);
+        self.vacant.push(index);
+    }
+
+    #[inline]
+    pub fn get(&self, index: u32) -> &Block {
+        &self.blocks[index as usize]
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, index: u32) -> &mut Block {
+        &mut self.blocks[index as usize]
+    }
+
+    /// Indices of the blocks in use (not vacant).
+    pub fn live_indices(&self) -> impl Iterator<Item = u32> + '_ {
+        self.blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| b.state != BlockState::Vacant)
+            .map(|(i, _)| i as u32)
+    }
+}

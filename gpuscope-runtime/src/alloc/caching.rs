@@ -1,0 +1,274 @@
+//! The public face of the caching allocator: one per device, thread safe.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::backend::{Backend, DeviceAddr, StreamId};
+use crate::trace::Trace;
+
+use super::config::{AllocConfig, ConfigError};
+use super::oom::{AllocError, LiveAllocation};
+use super::snapshot::SegmentInfo;
+use super::state::{AllocState, Recording};
+use super::stats::MemoryStats;
+use super::summary;
+
+static NEXT_ALLOCATOR_ID: AtomicU32 = AtomicU32::new(1);
+
+/// A block handed out by [`CachingAllocator::allocate`]. It is not `Clone`: giving it
+/// back to [`CachingAllocator::free`] consumes it, so a block cannot be freed twice.
+/// Dropping it without freeing keeps the memory allocated (a leak the statistics show).
+#[derive(Debug)]
+#[must_use = "a block that is never freed stays allocated"]
+pub struct RawBlock {
+    addr: DeviceAddr,
+    size: usize,
+    stream: StreamId,
+    index: u32,
+    generation: u32,
+    allocator: u32,
+}
+
+impl RawBlock {
+    /// The block's device address.
+    #[inline]
+    pub fn addr(&self) -> DeviceAddr {
+        self.addr
+    }
+
+    /// The bytes asked for (the block itself may be larger).
+    #[inline]
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The stream the block was allocated on.
+    #[inline]
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+}
+
+/// A caching device allocator with PyTorch's semantics: rounded sizes, small and large
+/// pools, split and merged blocks, per-stream pools, cross-stream reuse through events,
+/// `empty_cache`, a memory cap, out-of-memory recovery and PyTorch's statistics.
+///
+/// With a backend that has virtual memory (CUDA), segments are built from physical
+/// chunks, and whole free segments are unmapped and their chunks mapped again wherever
+/// memory is needed, so fragmentation costs little reserved memory.
+///
+/// ```
+/// use std::sync::Arc;
+/// use gpuscope_runtime::alloc::{AllocConfig, CachingAllocator};
+/// use gpuscope_runtime::backend::{host::HostBackend, StreamId};
+///
+/// let alloc = CachingAllocator::new(Arc::new(HostBackend::new()), AllocConfig::default()).unwrap();
+/// let a = alloc.allocate(1000, StreamId::DEFAULT).unwrap();
+/// let b = alloc.allocate(3 << 20, StreamId::DEFAULT).unwrap();
+/// assert_eq!(alloc.stats().allocated_bytes.all.current, 1024 + (3 << 20));
+/// alloc.free(a).unwrap();
+/// alloc.free(b).unwrap();
+/// let again = alloc.allocate(3 << 20, StreamId::DEFAULT).unwrap(); // from the cache
+/// assert_eq!(alloc.stats().num_device_alloc, 2);
+/// alloc.free(again).unwrap();
+/// alloc.empty_cache().unwrap();
+/// assert_eq!(alloc.stats().reserved_bytes.all.current, 0);
+/// ```
+pub struct CachingAllocator {
+    state: Mutex<AllocState>,
+    id: u32,
+}
+
+impl std::fmt::Debug for CachingAllocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.lock();
+        f.debug_struct("CachingAllocator")
+            .field("device", &st.device_description())
+            .field("config", &st.config.to_string())
+            .field("allocated", &st.stats.allocated_bytes.all.current)
+            .field("reserved", &st.stats.reserved_bytes.all.current)
+            .finish()
+    }
+}
+
+impl CachingAllocator {
+    /// An allocator over `backend` with `config`.
+    pub fn new(backend: Arc<dyn Backend>, config: AllocConfig) -> Result<Self, AllocError> {
+        Ok(CachingAllocator {
+            state: Mutex::new(AllocState::new(backend, config)?),
+            id: NEXT_ALLOCATOR_ID.fetch_add(1, Ordering::Relaxed),
+        })
+    }
+
+    /// An allocator over `backend` configured by `GPUSCOPE_ALLOC_CONF`.
+    pub fn from_env(backend: Arc<dyn Backend>) -> Result<Self, AllocError> {
+        Self::new(backend, AllocConfig::from_env()?)
+    }
+
+    #[inline]
+    fn lock(&self) -> MutexGuard<'_, AllocState> {
+        // The state is only changed by allocator code that does not panic midway; a
+        // poisoned lock comes from a panic elsewhere on the thread (e.g. in a test
+        // assertion) and the state is still consistent.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Allocates at least `size` bytes for use on `stream`.
+    ///
+    /// Fails with [`AllocError::OutOfMemory`] only after cached memory has been released
+    /// and the device asked again; the report says what is held and what to try.
+    #[inline]
+    pub fn allocate(&self, size: usize, stream: StreamId) -> Result<RawBlock, AllocError> {
+        let mut st = self.lock();
+        let index = st.malloc(size, stream)?;
+        let b = st.slab.get(index);
+        Ok(RawBlock {
+            addr: DeviceAddr(b.addr),
+            size,
+            stream,
+            index,
+            generation: b.generation,
+            allocator: self.id,
+        })
+    }
+
+    /// Frees a block. Memory other streams used (see [`Self::record_stream`]) is reused
+    /// only after those streams' work queued so far has completed.
+    #[inline]
+    pub fn free(&self, block: RawBlock) -> Result<(), AllocError> {
+        self.check_owner(&block)?;
+        self.lock().free(block.index, block.generation)
+    }
+
+    fn check_owner(&self, block: &RawBlock) -> Result<(), AllocError> {
+        if block.allocator == self.id {
+            Ok(())
+        } else {
+            Err(AllocError::InvalidBlock(format!(
+                "the block at {} belongs to another allocator (another device)",
+                block.addr
+            )))
+        }
+    }
+
+    /// Notes that `block` is used on `stream` too: when it is freed, it is reused only
+    /// after the work queued on `stream` by then has completed (PyTorch's
+    /// `Tensor.record_stream`).
+    pub fn record_stream(&self, block: &RawBlock, stream: StreamId) -> Result<(), AllocError> {
+        self.check_owner(block)?;
+        self.lock().record_stream(block.index, block.generation, stream)
+    }
+
+    /// Returns every unused cached segment to the device (after waiting for the
+    /// streams that last used them).
+    pub fn empty_cache(&self) -> Result<(), AllocError> {
+        Ok(self.lock().empty_cache()?)
+    }
+
+    /// All statistics.
+    pub fn stats(&self) -> MemoryStats {
+        self.lock().stats.clone()
+    }
+
+    /// Sets every peak statistic to its current value.
+    pub fn reset_peak_stats(&self) {
+        self.lock().stats.reset_peak();
+    }
+
+    /// Zeroes accumulated statistics and counters.
+    pub fn reset_accumulated_stats(&self) {
+        self.lock().stats.reset_accumulated();
+    }
+
+    /// A table of the statistics a person can read, like `torch.cuda.memory_summary()`.
+    pub fn memory_summary(&self) -> String {
+        let st = self.lock();
+        summary::render(&st.device_description(), &st.stats, &st.config)
+    }
+
+    /// Caps reserved memory at `fraction` of the device's capacity (0 < f ≤ 1).
+    pub fn set_memory_fraction(&self, fraction: f64) -> Result<(), ConfigError> {
+        let mut st = self.lock();
+        let text = format!("per_process_memory_fraction:{fraction}");
+        let parsed = AllocConfig::parse_from(&text, "set_memory_fraction")?;
+        st.config.per_process_memory_fraction = parsed.per_process_memory_fraction;
+        st.update_limit();
+        Ok(())
+    }
+
+    /// Caps reserved memory at `bytes` (`None`: no byte cap).
+    pub fn set_memory_limit(&self, bytes: Option<usize>) {
+        let mut st = self.lock();
+        st.config.memory_limit = bytes;
+        st.update_limit();
+    }
+
+    /// The cap on reserved memory in effect, if any.
+    pub fn memory_limit(&self) -> Option<usize> {
+        self.lock().limit()
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> AllocConfig {
+        self.lock().config.clone()
+    }
+
+    /// The device backend.
+    pub fn backend(&self) -> Arc<dyn Backend> {
+        self.lock().backend().clone()
+    }
+
+    /// Whether segments are built from the backend's virtual memory.
+    pub fn uses_virtual_memory(&self) -> bool {
+        self.lock().uses_virtual_memory()
+    }
+
+    /// Every segment and its blocks, in address order.
+    pub fn snapshot(&self) -> Vec<SegmentInfo> {
+        self.lock().snapshot()
+    }
+
+    /// The `n` largest live allocations, largest first.
+    pub fn largest_live(&self, n: usize) -> Vec<LiveAllocation> {
+        self.lock().largest_live(n)
+    }
+
+    /// Bytes of physical pages held unmapped between segments (virtual memory only).
+    pub fn held_page_bytes(&self) -> usize {
+        self.lock().held_page_bytes()
+    }
+
+    /// Checks the allocator's invariants: blocks tile their segments, free neighbours
+    /// are merged, free blocks are indexed, segments do not overlap, and every
+    /// statistic equals a recount. A debugging aid; `Err` describes the first breach.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.lock().validate()
+    }
+
+    /// Starts recording every allocation and free as a trace (see [`crate::trace`]).
+    /// Restarting discards what was recorded.
+    pub fn start_recording(&self) {
+        self.lock().recording = Some(Recording::default());
+    }
+
+    /// Stops recording and returns the trace (empty if recording was not started).
+    pub fn stop_recording(&self) -> Trace {
+        let ops = self.lock().recording.take().map(|r| r.ops).unwrap_or_default();
+        Trace::from_ops(ops)
+    }
+}
+
+impl Drop for CachingAllocator {
+    fn drop(&mut self) {
+        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let live = st.shutdown();
+        if live > 0 {
+            tracing::warn!(
+                target: "gpuscope::alloc",
+                live_blocks = live,
+                device = %st.device_description(),
+                "allocator dropped with blocks still allocated; their segments stay with the device"
+            );
+        }
+    }
+}

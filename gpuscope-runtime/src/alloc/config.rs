@@ -1,0 +1,491 @@
+//! Allocator configuration, read from `GPUSCOPE_ALLOC_CONF` with the key syntax of
+//! PyTorch's `PYTORCH_CUDA_ALLOC_CONF`: `key:value` pairs separated by commas.
+//!
+//! | key | value | default | meaning |
+//! |---|---|---|---|
+//! | `max_split_size_mb` | integer > 20 | unlimited | blocks at least this large are never split; requests below it never use them |
+//! | `max_non_split_rounding_mb` | integer | 20 | a request of at least `max_split_size` may take an unsplit block at most this much larger |
+//! | `roundup_power2_divisions` | power of two, or `[256:1,512:2,>:8]` | 1 (off) | round requests up to this many steps per power of two (fewer distinct sizes, less fragmentation) |
+//! | `garbage_collection_threshold` | 0 < t < 1 | off | when reserved memory passes this fraction of the limit, release the least recently used free segments before growing |
+//! | `expandable_segments` | `True` / `False` | `True` | build segments from physical chunks mapped into reserved address ranges (CUDA virtual memory), so freed memory is reused wherever it lies; no effect on a backend without virtual memory |
+//! | `per_process_memory_fraction` | 0 < f ≤ 1 | 1 | cap reserved memory at this fraction of the device's capacity |
+//! | `memory_limit_mb` | integer | none | cap reserved memory at this many MiB |
+//!
+//! An unknown key, a repeated key or a bad value is an error that names the key and
+//! says what is accepted; nothing is silently ignored.
+//!
+//! ```
+//! use gpuscope_runtime::alloc::AllocConfig;
+//! let c: AllocConfig = "max_split_size_mb:128,roundup_power2_divisions:[256:1,>:4]".parse().unwrap();
+//! assert_eq!(c.max_split_size, 128 << 20);
+//! let err = "max_split_size:128".parse::<AllocConfig>().unwrap_err();
+//! assert!(err.to_string().contains("did you mean `max_split_size_mb`"));
+//! ```
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::rounding::LARGE_BUFFER;
+
+/// The environment variable the allocator reads its configuration from.
+pub const ALLOC_CONF_VAR: &str = "GPUSCOPE_ALLOC_CONF";
+
+/// Number of power-of-two size intervals `roundup_power2_divisions` can set, from
+/// below 1 MiB up to 32 GiB and above (as in PyTorch).
+pub const ROUNDUP_INTERVALS: usize = 16;
+
+/// The keys [`AllocConfig`] accepts.
+pub const KNOWN_KEYS: &[&str] = &[
+    "max_split_size_mb",
+    "max_non_split_rounding_mb",
+    "roundup_power2_divisions",
+    "garbage_collection_threshold",
+    "expandable_segments",
+    "per_process_memory_fraction",
+    "memory_limit_mb",
+];
+
+/// PyTorch keys that gpuscope knows and refuses, with the reason.
+const PYTORCH_ONLY_KEYS: &[(&str, &str)] = &[
+    (
+        "backend",
+        "gpuscope has one allocator backend (its own caching allocator); remove the key",
+    ),
+    (
+        "release_lock_on_cudamalloc",
+        "gpuscope never holds its lock across a device allocation it could avoid; remove the key",
+    ),
+    (
+        "pinned_use_cuda_host_register",
+        "pinned host memory is not managed by gpuscope's device allocator; remove the key",
+    ),
+    (
+        "pinned_num_register_threads",
+        "pinned host memory is not managed by gpuscope's device allocator; remove the key",
+    ),
+    (
+        "pinned_use_background_threads",
+        "pinned host memory is not managed by gpuscope's device allocator; remove the key",
+    ),
+];
+
+/// The caching allocator's settings. See the [module documentation](self) for the keys.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AllocConfig {
+    /// Blocks of at least this many bytes are never split (`usize::MAX`: no limit).
+    pub max_split_size: usize,
+    /// How much larger than a request an unsplit block above `max_split_size` may be.
+    pub max_non_split_rounding: usize,
+    /// Divisions per power-of-two interval (index 0: below 1 MiB, then one per doubling).
+    pub roundup_power2_divisions: [usize; ROUNDUP_INTERVALS],
+    /// Fraction of the limit above which free segments are released before growing.
+    pub garbage_collection_threshold: Option<f64>,
+    /// Whether to use the backend's virtual memory when it has one.
+    pub expandable_segments: bool,
+    /// Cap on reserved memory as a fraction of the device's capacity.
+    pub per_process_memory_fraction: f64,
+    /// Cap on reserved memory in bytes.
+    pub memory_limit: Option<usize>,
+}
+
+impl Default for AllocConfig {
+    fn default() -> Self {
+        AllocConfig {
+            max_split_size: usize::MAX,
+            max_non_split_rounding: LARGE_BUFFER,
+            roundup_power2_divisions: [1; ROUNDUP_INTERVALS],
+            garbage_collection_threshold: None,
+            expandable_segments: true,
+            per_process_memory_fraction: 1.0,
+            memory_limit: None,
+        }
+    }
+}
+
+impl AllocConfig {
+    /// Reads `GPUSCOPE_ALLOC_CONF`; the defaults when it is unset or empty.
+    pub fn from_env() -> Result<AllocConfig, ConfigError> {
+        match std::env::var(ALLOC_CONF_VAR) {
+            Ok(text) => parse(&text, ALLOC_CONF_VAR),
+            Err(std::env::VarError::NotPresent) => Ok(AllocConfig::default()),
+            Err(std::env::VarError::NotUnicode(_)) => Err(ConfigError {
+                origin: ALLOC_CONF_VAR.into(),
+                item: String::new(),
+                message: "the value is not valid UTF-8".into(),
+                help: "set it to ASCII `key:value` pairs separated by commas".into(),
+            }),
+        }
+    }
+
+    /// Parses a configuration string; `source` names where it came from in errors.
+    pub fn parse_from(text: &str, source: &str) -> Result<AllocConfig, ConfigError> {
+        parse(text, source)
+    }
+
+    /// Divisions that apply to a request of `size` bytes.
+    #[inline]
+    pub fn roundup_divisions_for(&self, size: usize) -> usize {
+        self.roundup_power2_divisions[roundup_interval(size)]
+    }
+}
+
+/// The interval index of `size` for `roundup_power2_divisions`: 0 below 2 MiB, then
+/// one per doubling, the last one open-ended.
+fn roundup_interval(size: usize) -> usize {
+    let log = (usize::BITS - 1 - size.max(1).leading_zeros()) as usize;
+    log.saturating_sub(20).min(ROUNDUP_INTERVALS - 1)
+}
+
+impl FromStr for AllocConfig {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse(s, "allocator configuration")
+    }
+}
+
+/// A bad allocator configuration: where, which item, what is wrong and what to write.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}: {message} (in `{item}`)\n  help: {help}")]
+pub struct ConfigError {
+    /// Where the configuration came from (e.g. `GPUSCOPE_ALLOC_CONF`).
+    pub origin: String,
+    /// The offending `key:value` item.
+    pub item: String,
+    /// What is wrong with it.
+    pub message: String,
+    /// What to write instead.
+    pub help: String,
+}
+
+/// Splits on commas that are not inside `[...]`.
+fn split_items(text: &str) -> Vec<&str> {
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&text[start..]);
+    items
+}
+
+fn parse(text: &str, source: &str) -> Result<AllocConfig, ConfigError> {
+    let mut config = AllocConfig::default();
+    let mut seen: Vec<&str> = Vec::new();
+    for raw in split_items(text) {
+        let item = raw.trim();
+        if item.is_empty() {
+            continue;
+        }
+        let err = |message: String, help: String| ConfigError {
+            origin: source.to_string(),
+            item: item.to_string(),
+            message,
+            help,
+        };
+        let Some((key, value)) = item.split_once(':') else {
+            return Err(err(
+                "expected `key:value`".into(),
+                format!("write e.g. `max_split_size_mb:128`; known keys: {}", KNOWN_KEYS.join(", ")),
+            ));
+        };
+        let (key, value) = (key.trim(), value.trim());
+        if seen.contains(&key) {
+            return Err(err(
+                format!("key `{key}` is given more than once"),
+                "keep one of them".into(),
+            ));
+        }
+        seen.push(key);
+        apply(&mut config, key, value).map_err(|(message, help)| err(message, help))?;
+    }
+    Ok(config)
+}
+
+type ItemError = (String, String);
+
+fn apply(config: &mut AllocConfig, key: &str, value: &str) -> Result<(), ItemError> {
+    match key {
+        "max_split_size_mb" => {
+            let mb = parse_uint(key, value)?;
+            let min_mb = LARGE_BUFFER >> 20;
+            if mb <= min_mb {
+                return Err((
+                    format!("`{key}` must be greater than {min_mb}, got {mb}"),
+                    format!("use a value above {min_mb} MiB (the large-pool segment size), e.g. `{key}:128`"),
+                ));
+            }
+            config.max_split_size = mb.saturating_mul(1 << 20);
+        }
+        "max_non_split_rounding_mb" => {
+            config.max_non_split_rounding = parse_uint(key, value)?.saturating_mul(1 << 20);
+        }
+        "roundup_power2_divisions" => {
+            config.roundup_power2_divisions = parse_divisions(value)?;
+        }
+        "garbage_collection_threshold" => {
+            let t = parse_float(key, value)?;
+            if !(t > 0.0 && t < 1.0) {
+                return Err((
+                    format!("`{key}` must be between 0 and 1 (exclusive), got {value}"),
+                    format!("e.g. `{key}:0.8` releases free segments once 80% of the limit is reserved"),
+                ));
+            }
+            config.garbage_collection_threshold = Some(t);
+        }
+        "expandable_segments" => {
+            config.expandable_segments = match value {
+                "True" | "true" | "1" => true,
+                "False" | "false" | "0" => false,
+                _ => {
+                    return Err((
+                        format!("`{key}` takes True or False, got `{value}`"),
+                        format!("write `{key}:True` or `{key}:False`"),
+                    ));
+                }
+            }
+        }
+        "per_process_memory_fraction" => {
+            let f = parse_float(key, value)?;
+            if !(f > 0.0 && f <= 1.0) {
+                return Err((
+                    format!("`{key}` must be in (0, 1], got {value}"),
+                    format!("e.g. `{key}:0.5` caps reserved memory at half the device"),
+                ));
+            }
+            config.per_process_memory_fraction = f;
+        }
+        "memory_limit_mb" => {
+            let mb = parse_uint(key, value)?;
+            if mb == 0 {
+                return Err((
+                    format!("`{key}` must be at least 1"),
+                    format!("e.g. `{key}:4096` caps reserved memory at 4 GiB"),
+                ));
+            }
+            config.memory_limit = Some(mb.saturating_mul(1 << 20));
+        }
+        _ => return Err(unknown_key(key)),
+    }
+    Ok(())
+}
+
+fn unknown_key(key: &str) -> ItemError {
+    if let Some((_, why)) = PYTORCH_ONLY_KEYS.iter().find(|(k, _)| *k == key) {
+        return (format!("`{key}` is a PyTorch option gpuscope does not support"), why.to_string());
+    }
+    let suggestion = KNOWN_KEYS
+        .iter()
+        .map(|k| (strsim::levenshtein(k, key), k))
+        .filter(|(d, k)| *d <= 3.max(k.len() / 4) || k.starts_with(key))
+        .min_by_key(|(d, _)| *d);
+    let help = match suggestion {
+        Some((_, k)) => format!("did you mean `{k}`? known keys: {}", KNOWN_KEYS.join(", ")),
+        None => format!("known keys: {}", KNOWN_KEYS.join(", ")),
+    };
+    (format!("unknown key `{key}`"), help)
+}
+
+fn parse_uint(key: &str, value: &str) -> Result<usize, ItemError> {
+    value.parse::<usize>().map_err(|_| {
+        (
+            format!("`{key}` takes a whole number, got `{value}`"),
+            format!("write e.g. `{key}:128`"),
+        )
+    })
+}
+
+fn parse_float(key: &str, value: &str) -> Result<f64, ItemError> {
+    value.parse::<f64>().map_err(|_| {
+        (
+            format!("`{key}` takes a number, got `{value}`"),
+            format!("write e.g. `{key}:0.8`"),
+        )
+    })
+}
+
+fn parse_division_count(value: &str) -> Result<usize, ItemError> {
+    let n = value.trim().parse::<usize>().ok().filter(|n| n.is_power_of_two());
+    n.ok_or_else(|| {
+        (
+            format!("`roundup_power2_divisions` takes powers of two, got `{value}`"),
+            "use 1, 2, 4, 8 or 16 (1 turns rounding off)".into(),
+        )
+    })
+}
+
+/// `4`, or `[256:1,512:2,>:8]`: each `MB:divisions` sets the interval of requests of
+/// that size (in MiB, a power of two) and, for the first entry, all smaller ones; `>`
+/// sets every interval after the last one named.
+fn parse_divisions(value: &str) -> Result<[usize; ROUNDUP_INTERVALS], ItemError> {
+    let mut table = [1; ROUNDUP_INTERVALS];
+    let Some(list) = value.strip_prefix('[') else {
+        table = [parse_division_count(value)?; ROUNDUP_INTERVALS];
+        return Ok(table);
+    };
+    let list = list.strip_suffix(']').ok_or_else(|| {
+        (
+            format!("unterminated list `{value}`"),
+            "close the list with `]`, e.g. `[256:1,512:2,>:8]`".to_string(),
+        )
+    })?;
+    let mut last: Option<usize> = None;
+    for entry in list.split(',') {
+        let (size, count) = entry.split_once(':').ok_or_else(|| {
+            (
+                format!("list entry `{entry}` is not `MB:divisions`"),
+                "write entries like `256:1` or `>:8`".to_string(),
+            )
+        })?;
+        let count = parse_division_count(count)?;
+        if size.trim() == ">" {
+            let from = last.map_or(0, |i| i + 1);
+            table[from..].iter_mut().for_each(|d| *d = count);
+            continue;
+        }
+        let mb = size
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|m| m.is_power_of_two())
+            .ok_or_else(|| {
+                (
+                    format!("list size `{size}` is not a power of two in MiB"),
+                    "use sizes like 64, 256, 1024".to_string(),
+                )
+            })?;
+        let index = roundup_interval(mb << 20);
+        if last.is_some_and(|l| index <= l) {
+            return Err((
+                format!("list sizes must increase, `{size}` does not"),
+                "order entries from small to large".to_string(),
+            ));
+        }
+        let from = if last.is_none() { 0 } else { index };
+        table[from..=index].iter_mut().for_each(|d| *d = count);
+        last = Some(index);
+    }
+    Ok(table)
+}
+
+impl fmt::Display for AllocConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if self.max_split_size != usize::MAX {
+            parts.push(format!("max_split_size_mb:{}", self.max_split_size >> 20));
+        }
+        if self.max_non_split_rounding != LARGE_BUFFER {
+            parts.push(format!("max_non_split_rounding_mb:{}", self.max_non_split_rounding >> 20));
+        }
+        if self.roundup_power2_divisions != [1; ROUNDUP_INTERVALS] {
+            let list: Vec<String> = self
+                .roundup_power2_divisions
+                .iter()
+                .enumerate()
+                .map(|(i, d)| format!("{}:{d}", 1usize << i))
+                .collect();
+            parts.push(format!("roundup_power2_divisions:[{}]", list.join(",")));
+        }
+        if let Some(t) = self.garbage_collection_threshold {
+            parts.push(format!("garbage_collection_threshold:{t}"));
+        }
+        parts.push(format!(
+            "expandable_segments:{}",
+            if self.expandable_segments { "True" } else { "False" }
+        ));
+        if self.per_process_memory_fraction != 1.0 {
+            parts.push(format!("per_process_memory_fraction:{}", self.per_process_memory_fraction));
+        }
+        if let Some(l) = self.memory_limit {
+            parts.push(format!("memory_limit_mb:{}", l >> 20));
+        }
+        f.write_str(&parts.join(","))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> ConfigError {
+        text.parse::<AllocConfig>().unwrap_err()
+    }
+
+    #[test]
+    fn defaults_when_empty() {
+        assert_eq!("".parse::<AllocConfig>().unwrap(), AllocConfig::default());
+        assert_eq!(" , ".parse::<AllocConfig>().unwrap(), AllocConfig::default());
+    }
+
+    #[test]
+    fn parses_every_key() {
+        let c: AllocConfig = "max_split_size_mb:64, max_non_split_rounding_mb:8,\
+            garbage_collection_threshold:0.75,expandable_segments:False,\
+            per_process_memory_fraction:0.5,memory_limit_mb:1024,roundup_power2_divisions:8"
+            .parse()
+            .unwrap();
+        assert_eq!(c.max_split_size, 64 << 20);
+        assert_eq!(c.max_non_split_rounding, 8 << 20);
+        assert_eq!(c.garbage_collection_threshold, Some(0.75));
+        assert!(!c.expandable_segments);
+        assert_eq!(c.per_process_memory_fraction, 0.5);
+        assert_eq!(c.memory_limit, Some(1 << 30));
+        assert_eq!(c.roundup_power2_divisions, [8; ROUNDUP_INTERVALS]);
+    }
+
+    #[test]
+    fn division_lists() {
+        let c: AllocConfig = "roundup_power2_divisions:[4:2,64:4,>:8]".parse().unwrap();
+        assert_eq!(c.roundup_divisions_for(1 << 20), 2);
+        assert_eq!(c.roundup_divisions_for(4 << 20), 2);
+        assert_eq!(c.roundup_divisions_for(8 << 20), 1);
+        assert_eq!(c.roundup_divisions_for(64 << 20), 4);
+        assert_eq!(c.roundup_divisions_for(65 << 20), 4);
+        assert_eq!(c.roundup_divisions_for(128 << 20), 8);
+        assert_eq!(c.roundup_divisions_for(1 << 40), 8);
+        assert!(err("roundup_power2_divisions:[64:4,4:2]").message.contains("must increase"));
+        assert!(err("roundup_power2_divisions:[64:3]").message.contains("powers of two"));
+        assert!(err("roundup_power2_divisions:[64:4").message.contains("unterminated"));
+    }
+
+    #[test]
+    fn errors_name_the_key_and_help() {
+        let e = err("max_split_size:64");
+        assert_eq!(e.item, "max_split_size:64");
+        assert!(e.message.contains("unknown key `max_split_size`"), "{e}");
+        assert!(e.help.contains("did you mean `max_split_size_mb`"), "{e}");
+        let e = err("max_split_size_mb:abc");
+        assert!(e.message.contains("whole number"), "{e}");
+        let e = err("max_split_size_mb:10");
+        assert!(e.message.contains("greater than 20"), "{e}");
+        let e = err("garbage_collection_threshold:1.5");
+        assert!(e.message.contains("between 0 and 1"), "{e}");
+        let e = err("expandable_segments:yes");
+        assert!(e.help.contains("True"), "{e}");
+        let e = err("expandable_segments");
+        assert!(e.message.contains("key:value"), "{e}");
+        let e = err("memory_limit_mb:1,memory_limit_mb:2");
+        assert!(e.message.contains("more than once"), "{e}");
+        let e = err("release_lock_on_cudamalloc:True");
+        assert!(e.message.contains("PyTorch option"), "{e}");
+        let e = err("zzz:1");
+        assert!(!e.help.contains("did you mean"), "{e}");
+    }
+
+    #[test]
+    fn display_round_trips() {
+        let c: AllocConfig = "max_split_size_mb:64,garbage_collection_threshold:0.5,\
+            roundup_power2_divisions:[2:2,>:4],memory_limit_mb:7"
+            .parse()
+            .unwrap();
+        let again: AllocConfig = c.to_string().parse().unwrap();
+        assert_eq!(c, again);
+    }
+}

@@ -1,0 +1,290 @@
+//! Looking at the allocator: snapshots, the out-of-memory report, and the invariant
+//! check that tests (and curious users) run.
+
+use std::collections::{HashMap, HashSet};
+
+
+use crate::backend::{DeviceAddr, StreamId};
+
+use super::block::{BlockState, NIL};
+use super::oom::{LiveAllocation, OomCause, OutOfMemory};
+use super::rounding::Pool;
+use super::segment::{Page, SegmentMemory};
+use super::snapshot::{BlockInfo, SegmentInfo};
+use super::state::AllocState;
+use super::stats::MemoryStats;
+
+impl AllocState {
+    pub(super) fn largest_free_block(&self) -> usize {
+        self.slab
+            .blocks
+            .iter()
+            .filter(|b| b.state == BlockState::Free)
+            .map(|b| b.size)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The `n` largest live allocations, largest first.
+    pub fn largest_live(&self, n: usize) -> Vec<LiveAllocation> {
+        let mut live: Vec<LiveAllocation> = self
+            .slab
+            .blocks
+            .iter()
+            .filter(|b| b.state == BlockState::Allocated)
+            .map(|b| LiveAllocation {
+                addr: DeviceAddr(b.addr),
+                requested: b.requested,
+                size: b.size,
+                stream: b.stream,
+            })
+            .collect();
+        live.sort_by(|a, b| b.size.cmp(&a.size).then(a.addr.cmp(&b.addr)));
+        live.truncate(n);
+        live
+    }
+
+    pub fn device_description(&self) -> String {
+        let b = &self.backend;
+        format!("{}:{} ({})", b.kind(), b.ordinal(), b.name())
+    }
+
+    pub(super) fn oom_report(&self, requested: usize, rounded: usize, pool: Pool, stream: StreamId, cause: OomCause) -> OutOfMemory {
+        let info = self.backend.mem_info().ok();
+        OutOfMemory {
+            device: self.device_description(),
+            requested,
+            rounded,
+            pool,
+            stream,
+            total_capacity: info.map_or(self.total_memory, |i| i.total),
+            device_free: info.map_or(0, |i| i.free),
+            allocated: self.stats.allocated_bytes.all.current as usize,
+            reserved: self.reserved(),
+            largest_free_block: self.largest_free_block(),
+            cause,
+            largest_live: self.largest_live(5),
+            config: self.config.to_string(),
+            expandable: self.vmm,
+        }
+    }
+
+    /// Every segment and its blocks, in address order.
+    pub fn snapshot(&self) -> Vec<SegmentInfo> {
+        let mut out: Vec<SegmentInfo> = self
+            .segments
+            .iter()
+            .flatten()
+            .map(|seg| {
+                let mut blocks = Vec::new();
+                let mut cur = seg.head;
+                while cur != NIL {
+                    let b = self.slab.get(cur);
+                    blocks.push(BlockInfo {
+                        addr: DeviceAddr(b.addr),
+                        size: b.size,
+                        requested: if b.state == BlockState::Allocated { b.requested } else { 0 },
+                        state: b.state,
+                    });
+                    cur = b.next;
+                }
+                SegmentInfo {
+                    base: DeviceAddr(seg.base),
+                    size: seg.size,
+                    stream: seg.stream,
+                    pool: seg.pool,
+                    pages: match &seg.memory {
+                        SegmentMemory::Device => 0,
+                        SegmentMemory::Mapped { pages, .. } => pages.len(),
+                    },
+                    blocks,
+                }
+            })
+            .collect();
+        out.sort_by_key(|s| s.base);
+        out
+    }
+
+    /// Bytes of physical pages held but not mapped in any segment.
+    pub fn held_page_bytes(&self) -> usize {
+        self.free_pages.len() * self.page
+    }
+
+    /// Checks every structural invariant and that the statistics equal a recount.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut recount = MemoryStats::default();
+        let mut in_index = vec![false; self.slab.blocks.len()];
+        for (s, pools) in self.pools.iter().enumerate() {
+            for (p, index) in pools.iter().enumerate() {
+                let mut bytes = 0;
+                let mut n = 0;
+                for i in index.iter(&self.slab) {
+                    let b = self.slab.get(i);
+                    if b.state != BlockState::Free || b.stream.index() != s || b.pool.index() != p {
+                        return Err(format!("block #{i} in free index ({s}, {p}) is {:?} of ({}, {:?})", b.state, b.stream, b.pool));
+                    }
+                    if in_index[i as usize] {
+                        return Err(format!("block #{i} is in a free index twice"));
+                    }
+                    in_index[i as usize] = true;
+                    bytes += b.size;
+                    n += 1;
+                }
+                if n != index.len() || bytes != index.bytes() {
+                    return Err(format!("free index ({s}, {p}) counts {} blocks / {} bytes, holds {n} / {bytes}", index.len(), index.bytes()));
+                }
+            }
+        }
+        let mut seen_blocks = 0;
+        let mut ranges = Vec::new();
+        let mut registered = 0usize;
+        let mut mapped_per_chunk: HashMap<u32, u32> = HashMap::new();
+        let mut all_pages: HashSet<Page> = HashSet::new();
+        for (si, seg) in self.segments.iter().enumerate() {
+            let Some(seg) = seg else { continue };
+            ranges.push((seg.base, seg.size));
+            recount.segment.add(seg.pool, 1);
+            recount.reserved_bytes.add(seg.pool, seg.size);
+            if let SegmentMemory::Mapped { pages, arena } = &seg.memory {
+                if pages.len() * self.page != seg.size {
+                    return Err(format!("segment {si}: {} pages for {} bytes", pages.len(), seg.size));
+                }
+                let a = self.arenas.get(*arena as usize).ok_or(format!("segment {si}: no arena {arena}"))?;
+                if seg.base < a.base || seg.base + seg.size as u64 > a.end() {
+                    return Err(format!("segment {si} lies outside its arena {arena}"));
+                }
+                if a.segments.get(&seg.base) != Some(&(si as u32)) {
+                    return Err(format!("segment {si} is not registered in arena {arena}"));
+                }
+                registered += 1;
+                for p in pages {
+                    *mapped_per_chunk.entry(p.chunk).or_insert(0u32) += 1;
+                    if !all_pages.insert(*p) {
+                        return Err(format!("page {p:?} is mapped twice (segment {si})"));
+                    }
+                }
+            }
+            let (mut cur, mut prev, mut offset, mut prev_free) = (seg.head, NIL, 0usize, false);
+            while cur != NIL {
+                let b = self.slab.get(cur);
+                seen_blocks += 1;
+                if b.segment as usize != si || b.prev != prev || b.addr != seg.base + offset as u64 {
+                    return Err(format!("block #{cur} of segment {si} is misplaced (addr {:#x}, expected {:#x})", b.addr, seg.base + offset as u64));
+                }
+                if b.stream != seg.stream || b.pool != seg.pool || b.size == 0 || b.size % 512 != 0 {
+                    return Err(format!("block #{cur}: stream/pool/size disagree with segment {si}"));
+                }
+                let free = b.state == BlockState::Free;
+                if free && prev_free {
+                    return Err(format!("blocks before #{cur} and #{cur} are both free: not merged"));
+                }
+                if free != in_index[cur as usize] {
+                    return Err(format!("block #{cur} is {:?} but in_index={}", b.state, in_index[cur as usize]));
+                }
+                match b.state {
+                    BlockState::Allocated => {
+                        recount.allocation.add(b.pool, 1);
+                        recount.allocated_bytes.add(b.pool, b.size);
+                        recount.requested_bytes.add(b.pool, b.requested);
+                        recount.active.add(b.pool, 1);
+                        recount.active_bytes.add(b.pool, b.size);
+                    }
+                    BlockState::PendingFree => {
+                        recount.active.add(b.pool, 1);
+                        recount.active_bytes.add(b.pool, b.size);
+                    }
+                    BlockState::Free if b.is_split() => {
+                        recount.inactive_split.add(b.pool, 1);
+                        recount.inactive_split_bytes.add(b.pool, b.size);
+                    }
+                    BlockState::Free => {}
+                    BlockState::Vacant => return Err(format!("vacant block #{cur} linked in segment {si}")),
+                }
+                prev_free = free;
+                offset += b.size;
+                prev = cur;
+                cur = b.next;
+            }
+            if offset != seg.size {
+                return Err(format!("segment {si}: blocks cover {offset} bytes of {}", seg.size));
+            }
+        }
+        let live = self.slab.live_indices().count();
+        if live != seen_blocks {
+            return Err(format!("{live} blocks in the slab, {seen_blocks} linked in segments"));
+        }
+        ranges.sort_unstable();
+        for w in ranges.windows(2) {
+            if w[0].0 + w[0].1 as u64 > w[1].0 {
+                return Err(format!("segments at {:#x} and {:#x} overlap", w[0].0, w[1].0));
+            }
+        }
+        for p in &self.free_pages {
+            if !all_pages.insert(*p) {
+                return Err(format!("free page {p:?} is also mapped, or held twice"));
+            }
+        }
+        let mut chunk_bytes = 0;
+        for (ci, c) in self.chunks.iter().enumerate() {
+            let Some(c) = c else { continue };
+            chunk_bytes += c.pages as usize * self.page;
+            let mapped = mapped_per_chunk.get(&(ci as u32)).copied().unwrap_or(0);
+            let held = self.free_pages.iter().filter(|p| p.chunk == ci as u32).count() as u32;
+            if mapped + held != c.pages || c.unmapped != held {
+                return Err(format!("chunk {ci}: {} pages, {mapped} mapped, {held} held, counted {} unmapped", c.pages, c.unmapped));
+            }
+        }
+        if let Some(p) = all_pages.iter().find(|p| (p.index) >= self.chunks.get(p.chunk as usize).and_then(Option::as_ref).map_or(0, |c| c.pages)) {
+            return Err(format!("page {p:?} of a missing chunk"));
+        }
+        let in_arenas: usize = self.arenas.iter().map(|a| a.segments.len()).sum();
+        if in_arenas != registered {
+            return Err(format!("arenas list {in_arenas} segments, {registered} exist"));
+        }
+        for (ai, a) in self.arenas.iter().enumerate() {
+            let mut prev_end = 0u64;
+            for (&base, &si) in &a.segments {
+                let seg = self.segments.get(si as usize).and_then(Option::as_ref).ok_or(format!("arena {ai}: missing segment {si}"))?;
+                if base == prev_end {
+                    return Err(format!("arena {ai}: segments touch at {base:#x} but are not joined"));
+                }
+                prev_end = seg.base + seg.size as u64;
+            }
+        }
+        let held = self.free_pages.len() * self.page;
+        if self.vmm && (recount.reserved_bytes.all.current as usize + held) != chunk_bytes {
+            return Err(format!("mapped {} + held {held} bytes, but chunks hold {chunk_bytes}", recount.reserved_bytes.all.current));
+        }
+        let checks: [(&str, i64, i64); 10] = [
+            ("allocation", recount.allocation.all.current, self.stats.allocation.all.current),
+            ("allocated_bytes", recount.allocated_bytes.all.current, self.stats.allocated_bytes.all.current),
+            ("requested_bytes", recount.requested_bytes.all.current, self.stats.requested_bytes.all.current),
+            ("active", recount.active.all.current, self.stats.active.all.current),
+            ("active_bytes", recount.active_bytes.all.current, self.stats.active_bytes.all.current),
+            ("inactive_split", recount.inactive_split.all.current, self.stats.inactive_split.all.current),
+            ("inactive_split_bytes", recount.inactive_split_bytes.all.current, self.stats.inactive_split_bytes.all.current),
+            ("segment", recount.segment.all.current, self.stats.segment.all.current),
+            ("reserved_bytes.all", recount.reserved_bytes.all.current + held as i64, self.stats.reserved_bytes.all.current),
+            (
+                "reserved_bytes.large_pool",
+                recount.reserved_bytes.large_pool.current,
+                self.stats.reserved_bytes.large_pool.current,
+            ),
+        ];
+        for (name, counted, kept) in checks {
+            if counted != kept {
+                return Err(format!("{name}: recount {counted}, statistics say {kept}"));
+            }
+        }
+        for (name, counted, kept) in [
+            ("allocated_bytes.small_pool", recount.allocated_bytes.small_pool.current, self.stats.allocated_bytes.small_pool.current),
+            ("reserved_bytes.small_pool", recount.reserved_bytes.small_pool.current, self.stats.reserved_bytes.small_pool.current),
+        ] {
+            if counted != kept {
+                return Err(format!("{name}: recount {counted}, statistics say {kept}"));
+            }
+        }
+        Ok(())
+    }
+
+}

@@ -1,0 +1,43 @@
+//! A picture of the allocator's segments and blocks, for tests, tools and people.
+
+use crate::backend::{DeviceAddr, StreamId};
+
+use super::block::BlockState;
+use super::rounding::Pool;
+
+/// One block of a segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockInfo {
+    /// Its address.
+    pub addr: DeviceAddr,
+    /// Its size in bytes.
+    pub size: usize,
+    /// Bytes asked for, for an allocated block; else 0.
+    pub requested: usize,
+    /// What it is doing.
+    pub state: BlockState,
+}
+
+/// One segment and its blocks, in address order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// Where it starts.
+    pub base: DeviceAddr,
+    /// Its size in bytes.
+    pub size: usize,
+    /// The stream whose pool it belongs to.
+    pub stream: StreamId,
+    /// The pool it belongs to.
+    pub pool: Pool,
+    /// Virtual memory pages mapped behind it (0 for a plain device allocation).
+    pub pages: usize,
+    /// Its blocks, which tile it exactly.
+    pub blocks: Vec<BlockInfo>,
+}
+
+impl SegmentInfo {
+    /// Bytes in allocated blocks.
+    pub fn allocated(&self) -> usize {
+        self.blocks.iter().filter(|b| b.state == BlockState::Allocated).map(|b| b.size).sum()
+    }
+}

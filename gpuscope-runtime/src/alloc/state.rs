@@ -1,0 +1,396 @@
+//! The allocator's state and its hot paths, behind the lock of
+//! [`CachingAllocator`](super::CachingAllocator).
+//!
+//! * malloc: process completed cross-stream events, round the size, take the best-fitting
+//!   free block of the stream's pool and split it; when none fits, grow (see
+//!   `memory`).
+//! * free: a block other streams used waits for events recorded on those streams; any
+//!   other merges with its free neighbours at once and returns to its pool.
+//!
+//! Segment and page management lives in `memory`, reports and checks in `inspect`.
+
+use std::sync::Arc;
+
+use crate::backend::{Backend, BackendError, StreamId};
+use crate::trace::TraceOp;
+
+use super::block::{BlockSlab, BlockState, NIL};
+use super::config::AllocConfig;
+use super::events::PendingFrees;
+use super::free_index::FreeIndex;
+use super::oom::AllocError;
+use super::rounding::{Pool, ROUND_LARGE, round_size, should_split};
+use super::segment::{Arena, Page, PhysChunk, Segment};
+use super::stats::MemoryStats;
+
+/// An allocation trace being recorded.
+#[derive(Debug, Default)]
+pub(crate) struct Recording {
+    pub ops: Vec<TraceOp>,
+    pub next_id: u64,
+}
+
+pub(crate) struct AllocState {
+    pub(super) backend: Arc<dyn Backend>,
+    pub config: AllocConfig,
+    /// Whether segments are built from virtual memory pages.
+    pub(super) vmm: bool,
+    /// Page size (virtual memory granularity).
+    pub(super) page: usize,
+    pub slab: BlockSlab,
+    pub(super) segments: Vec<Option<Segment>>,
+    pub(super) vacant_segments: Vec<u32>,
+    /// Free indexes by stream, then pool.
+    pub(super) pools: Vec<[FreeIndex; 2]>,
+    pub(super) chunks: Vec<Option<PhysChunk>>,
+    pub(super) vacant_chunks: Vec<u32>,
+    /// Pages held but not mapped.
+    pub(super) free_pages: Vec<Page>,
+    /// Address arenas (virtual memory), and their indices by stream, then pool.
+    pub(super) arenas: Vec<Arena>,
+    pub(super) arena_lists: Vec<[Vec<u32>; 2]>,
+    pub(super) pending: PendingFrees,
+    pub stats: MemoryStats,
+    pub(super) limit: Option<(usize, String)>,
+    pub(super) total_memory: usize,
+    pub(super) tick: u64,
+    pub recording: Option<Recording>,
+    scratch: Vec<u32>,
+}
+
+impl AllocState {
+    pub fn new(backend: Arc<dyn Backend>, config: AllocConfig) -> Result<Self, BackendError> {
+        let total_memory = backend.mem_info()?.total;
+        let (vmm, page) = match backend.virtual_memory() {
+            Some(vm) if config.expandable_segments => (true, vm.granularity()),
+            _ => (false, ROUND_LARGE),
+        };
+        let mut state = AllocState {
+            backend,
+            vmm,
+            page,
+            slab: BlockSlab::default(),
+            segments: Vec::new(),
+            vacant_segments: Vec::new(),
+            pools: Vec::new(),
+            chunks: Vec::new(),
+            vacant_chunks: Vec::new(),
+            free_pages: Vec::new(),
+            arenas: Vec::new(),
+            arena_lists: Vec::new(),
+            pending: PendingFrees::default(),
+            stats: MemoryStats::default(),
+            limit: None,
+            total_memory,
+            tick: 0,
+            recording: None,
+            scratch: Vec::new(),
+            config,
+        };
+        state.stats.max_split_size = if state.config.max_split_size == usize::MAX {
+            -1
+        } else {
+            state.config.max_split_size as i64
+        };
+        state.update_limit();
+        Ok(state)
+    }
+
+    /// Whether segments are built from virtual memory.
+    pub fn uses_virtual_memory(&self) -> bool {
+        self.vmm
+    }
+
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    /// Recomputes the cap on reserved memory from the configuration.
+    pub fn update_limit(&mut self) {
+        let fraction = self.config.per_process_memory_fraction;
+        let mut limit: Option<(usize, String)> = None;
+        if fraction < 1.0 {
+            let bytes = (self.total_memory as f64 * fraction) as usize;
+            limit = Some((bytes, format!("per_process_memory_fraction {fraction}")));
+        }
+        if let Some(bytes) = self.config.memory_limit {
+            if limit.as_ref().is_none_or(|(l, _)| bytes < *l) {
+                limit = Some((bytes, format!("memory_limit_mb {}", bytes >> 20)));
+            }
+        }
+        self.limit = limit;
+    }
+
+    /// The cap on reserved memory, if any.
+    pub fn limit(&self) -> Option<usize> {
+        self.limit.as_ref().map(|(l, _)| *l)
+    }
+
+    pub(super) fn reserved(&self) -> usize {
+        self.stats.reserved_bytes.all.current as usize
+    }
+
+    #[inline]
+    fn ensure_stream(&mut self, stream: StreamId) {
+        if self.pools.len() <= stream.index() {
+            self.pools.resize_with(stream.index() + 1, Default::default);
+        }
+    }
+
+    // ----------------------------------------------------------------- malloc
+
+    pub fn malloc(&mut self, size: usize, stream: StreamId) -> Result<u32, AllocError> {
+        if !self.pending.is_empty() {
+            self.process_events()?;
+        }
+        let rounded = round_size(size, &self.config);
+        let pool = Pool::for_size(rounded);
+        self.ensure_stream(stream);
+        let block = match self.find_free(stream, pool, rounded) {
+            Some(b) => b,
+            None => self.grow(stream, pool, rounded, size)?,
+        };
+        Ok(self.take_block(block, rounded, size))
+    }
+
+    /// The best-fitting free block of the stream's pool, within `max_split_size` rules.
+    #[inline]
+    pub(super) fn find_free(&self, stream: StreamId, pool: Pool, rounded: usize) -> Option<u32> {
+        let index = self.pools[stream.index()][pool.index()].find(&self.slab, rounded)?;
+        if pool == Pool::Large {
+            let size = self.slab.get(index).size;
+            let max_split = self.config.max_split_size;
+            if rounded < max_split && size >= max_split {
+                return None;
+            }
+            if rounded >= max_split && size >= rounded.saturating_add(self.config.max_non_split_rounding) {
+                return None;
+            }
+        }
+        Some(index)
+    }
+
+    /// Hands out free block `index` for `rounded` bytes, splitting off the rest.
+    #[inline]
+    fn take_block(&mut self, index: u32, rounded: usize, requested: usize) -> u32 {
+        let (stream, pool, size, split) = {
+            let b = self.slab.get(index);
+            (b.stream, b.pool, b.size, b.is_split())
+        };
+        self.pools[stream.index()][pool.index()].remove(&mut self.slab, index);
+        if split {
+            self.stats.inactive_split.sub(pool, 1);
+            self.stats.inactive_split_bytes.sub(pool, size);
+        }
+        if should_split(pool, size, rounded, &self.config, self.vmm) {
+            let (addr, segment, next) = {
+                let b = self.slab.get(index);
+                (b.addr, b.segment, b.next)
+            };
+            let rest = self.slab.insert(addr + rounded as u64, size - rounded, segment, stream, pool);
+            {
+                let r = self.slab.get_mut(rest);
+                r.prev = index;
+                r.next = next;
+            }
+            if next != NIL {
+                self.slab.get_mut(next).prev = rest;
+            }
+            let b = self.slab.get_mut(index);
+            b.next = rest;
+            b.size = rounded;
+            self.pools[stream.index()][pool.index()].insert(&mut self.slab, rest);
+            self.stats.inactive_split.add(pool, 1);
+            self.stats.inactive_split_bytes.add(pool, size - rounded);
+        }
+        let trace_id = match &mut self.recording {
+            Some(rec) => {
+                let id = rec.next_id;
+                rec.next_id += 1;
+                rec.ops.push(TraceOp::Alloc { id, size: requested, stream: stream.0 });
+                id
+            }
+            None => u64::MAX,
+        };
+        let b = self.slab.get_mut(index);
+        b.state = BlockState::Allocated;
+        b.requested = requested;
+        b.trace_id = trace_id;
+        let size = b.size;
+        let s = &mut self.stats;
+        s.allocation.add(pool, 1);
+        s.allocated_bytes.add(pool, size);
+        s.active.add(pool, 1);
+        s.active_bytes.add(pool, size);
+        s.requested_bytes.add(pool, requested);
+        if size >= self.config.max_split_size {
+            s.oversize_allocations.current += 1;
+            s.oversize_allocations.allocated += 1;
+            s.oversize_allocations.peak = s.oversize_allocations.peak.max(s.oversize_allocations.current);
+        }
+        index
+    }
+
+    // ------------------------------------------------------------------- free
+
+    /// Checks that a handle names a block this allocator has allocated.
+    pub fn check_handle(&self, index: u32, generation: u32) -> Result<(), AllocError> {
+        match self.slab.blocks.get(index as usize) {
+            Some(b) if b.generation == generation && b.state == BlockState::Allocated => Ok(()),
+            _ => Err(AllocError::InvalidBlock(format!(
+                "block #{index} (generation {generation}) is not allocated by this allocator: freed twice, or from another device"
+            ))),
+        }
+    }
+
+    pub fn free(&mut self, index: u32, generation: u32) -> Result<(), AllocError> {
+        self.check_handle(index, generation)?;
+        let (pool, size, requested, trace_id) = {
+            let b = self.slab.get(index);
+            (b.pool, b.size, b.requested, b.trace_id)
+        };
+        self.stats.allocation.sub(pool, 1);
+        self.stats.allocated_bytes.sub(pool, size);
+        self.stats.requested_bytes.sub(pool, requested);
+        if size >= self.config.max_split_size {
+            self.stats.oversize_allocations.current -= 1;
+            self.stats.oversize_allocations.freed += 1;
+        }
+        if let Some(rec) = &mut self.recording {
+            if trace_id != u64::MAX {
+                rec.ops.push(TraceOp::Free { id: trace_id });
+            }
+        }
+        if self.slab.get(index).stream_uses.is_empty() {
+            self.free_block(index);
+            return Ok(());
+        }
+        let uses = std::mem::take(&mut self.slab.get_mut(index).stream_uses);
+        self.slab.get_mut(index).state = BlockState::PendingFree;
+        for s in uses {
+            match self.pending.record(&*self.backend, s, index) {
+                Ok(()) => self.slab.get_mut(index).pending_events += 1,
+                // Without an event, wait for the stream instead: slower, still correct.
+                Err(_) => self.sync_stream(s)?,
+            }
+        }
+        if self.slab.get(index).pending_events == 0 {
+            self.free_block(index);
+        }
+        Ok(())
+    }
+
+    pub fn record_stream(&mut self, index: u32, generation: u32, stream: StreamId) -> Result<(), AllocError> {
+        self.check_handle(index, generation)?;
+        let b = self.slab.get_mut(index);
+        if stream != b.stream && !b.stream_uses.contains(&stream) {
+            b.stream_uses.push(stream);
+        }
+        Ok(())
+    }
+
+    /// Makes block `index` free: merges it with free neighbours and indexes it.
+    #[inline]
+    pub(super) fn free_block(&mut self, index: u32) {
+        let (pool, stream, size, prev, next, segment) = {
+            let b = self.slab.get_mut(index);
+            b.state = BlockState::Free;
+            (b.pool, b.stream, b.size, b.prev, b.next, b.segment)
+        };
+        self.stats.active.sub(pool, 1);
+        self.stats.active_bytes.sub(pool, size);
+        if prev != NIL && self.slab.get(prev).state == BlockState::Free {
+            self.absorb(index, prev, true);
+        }
+        if next != NIL && self.slab.get(next).state == BlockState::Free {
+            self.absorb(index, next, false);
+        }
+        let b = self.slab.get(index);
+        if b.is_split() {
+            let size = b.size;
+            self.stats.inactive_split.add(pool, 1);
+            self.stats.inactive_split_bytes.add(pool, size);
+        }
+        self.tick += 1;
+        self.slab.get_mut(index).freed_at = self.tick;
+        if let Some(seg) = &mut self.segments[segment as usize] {
+            seg.last_used = self.tick;
+        }
+        self.pools[stream.index()][pool.index()].insert(&mut self.slab, index);
+    }
+
+    /// Merges free neighbour `other` (before `index` when `before`) into `index`.
+    #[inline]
+    fn absorb(&mut self, index: u32, other: u32, before: bool) {
+        let (o_addr, o_size, o_prev, o_next, pool, stream) = {
+            let o = self.slab.get(other);
+            (o.addr, o.size, o.prev, o.next, o.pool, o.stream)
+        };
+        self.pools[stream.index()][pool.index()].remove(&mut self.slab, other);
+        self.stats.inactive_split.sub(pool, 1);
+        self.stats.inactive_split_bytes.sub(pool, o_size);
+        if before {
+            if o_prev != NIL {
+                self.slab.get_mut(o_prev).next = index;
+            } else {
+                let seg = self.slab.get(index).segment;
+                if let Some(s) = &mut self.segments[seg as usize] {
+                    s.head = index;
+                }
+            }
+            let b = self.slab.get_mut(index);
+            b.addr = o_addr;
+            b.prev = o_prev;
+            b.size += o_size;
+        } else {
+            if o_next != NIL {
+                self.slab.get_mut(o_next).prev = index;
+            }
+            let b = self.slab.get_mut(index);
+            b.next = o_next;
+            b.size += o_size;
+        }
+        self.slab.remove(other);
+    }
+
+    fn process_events(&mut self) -> Result<(), BackendError> {
+        let mut done = std::mem::take(&mut self.scratch);
+        done.clear();
+        let result = self.pending.take_completed(&*self.backend, &mut done);
+        self.finish_pending(&done);
+        self.scratch = done;
+        result
+    }
+
+    /// Waits for every outstanding event and frees the blocks they held.
+    pub fn synchronize_and_free_events(&mut self) -> Result<(), BackendError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.stats.num_sync_all_streams += 1;
+        let mut done = Vec::new();
+        let result = self.pending.take_all(&*self.backend, &mut done);
+        self.finish_pending(&done);
+        result
+    }
+
+    fn finish_pending(&mut self, blocks: &[u32]) {
+        for &index in blocks {
+            let b = self.slab.get_mut(index);
+            b.pending_events -= 1;
+            if b.pending_events == 0 {
+                self.free_block(index);
+            }
+        }
+    }
+
+
+    /// Releases everything free (the allocator is going away). Returns the number of
+    /// blocks still allocated, whose memory stays with the device.
+    pub fn shutdown(&mut self) -> usize {
+        let _ = self.empty_cache();
+        self.release_empty_arenas();
+        self.pending.destroy_idle(&*self.backend);
+        self.stats.allocation.all.current as usize
+    }
+}

@@ -1,0 +1,611 @@
+//! A deterministic backend for tests: fake addresses inside a capacity limit, optional
+//! virtual memory, events that complete when the test says so, and injected faults.
+//!
+//! It also checks its caller: a free of an address it never gave out, a mapping that
+//! overlaps another, or an unmap of memory that is not mapped panics with a message,
+//! so an allocator bug shows up as a failing test rather than as silent corruption.
+//! It never touches memory, so it can "hold" terabytes; copies are refused.
+//!
+//! ```
+//! use gpuscope_runtime::backend::{Backend, test::TestBackend};
+//! let dev = TestBackend::builder().capacity(64 << 20).fail_allocation(2).build();
+//! let a = dev.malloc(1 << 20).unwrap();
+//! assert!(dev.malloc(1 << 20).unwrap_err().is_out_of_memory()); // the 2nd fails
+//! assert!(dev.malloc(128 << 20).unwrap_err().is_out_of_memory()); // over capacity
+//! unsafe { dev.free(a, 1 << 20).unwrap() };
+//! assert_eq!(dev.counters().device_allocs, 1);
+//! ```
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Mutex;
+
+use super::{
+    Backend, BackendError, DeviceAddr, DeviceKind, EventId, MemInfo, PhysHandle, StreamId,
+    VirtualMemory,
+};
+
+/// When the test backend's events complete.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum EventMode {
+    /// Every event completes as soon as it is recorded (no work is ever in flight).
+    Immediate,
+    /// An event completes once its stream is synchronized or
+    /// [`TestBackend::complete_stream`] is called: work stays "in flight" until then.
+    Manual,
+}
+
+/// What the test backend has been asked to do, for assertions.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Counters {
+    /// Successful `malloc`s and chunk creations.
+    pub device_allocs: u64,
+    /// `free`s and chunk releases.
+    pub device_frees: u64,
+    /// Allocations refused (out of capacity or injected).
+    pub failed_allocs: u64,
+    /// `map` calls.
+    pub maps: u64,
+    /// `unmap` calls.
+    pub unmaps: u64,
+    /// `synchronize_stream` calls.
+    pub stream_syncs: u64,
+    /// `synchronize_device` calls.
+    pub device_syncs: u64,
+    /// `record_event` calls.
+    pub event_records: u64,
+}
+
+/// Builds a [`TestBackend`].
+#[derive(Clone, Debug)]
+pub struct TestBackendBuilder {
+    capacity: usize,
+    granularity: Option<usize>,
+    event_mode: EventMode,
+    fail_every: Option<u64>,
+    fail_at: Vec<u64>,
+}
+
+impl TestBackendBuilder {
+    /// Total device memory (default 80 GiB).
+    pub fn capacity(mut self, bytes: usize) -> Self {
+        self.capacity = bytes;
+        self
+    }
+
+    /// Gives the backend virtual memory with this granularity (e.g. 2 MiB).
+    pub fn virtual_memory(mut self, granularity: usize) -> Self {
+        self.granularity = Some(granularity);
+        self
+    }
+
+    /// How events complete (default [`EventMode::Immediate`]).
+    pub fn event_mode(mut self, mode: EventMode) -> Self {
+        self.event_mode = mode;
+        self
+    }
+
+    /// Makes every `n`-th device allocation attempt fail with out-of-memory.
+    pub fn fail_every(mut self, n: u64) -> Self {
+        self.fail_every = Some(n.max(1));
+        self
+    }
+
+    /// Makes the `n`-th device allocation attempt (1-based) fail with out-of-memory.
+    pub fn fail_allocation(mut self, n: u64) -> Self {
+        self.fail_at.push(n);
+        self
+    }
+
+    /// The backend.
+    pub fn build(self) -> TestBackend {
+        TestBackend {
+            capacity: self.capacity,
+            granularity: self.granularity,
+            state: Mutex::new(State {
+                event_mode: self.event_mode,
+                fail_every: self.fail_every,
+                fail_at: self.fail_at.into_iter().collect(),
+                next_addr: BASE_ADDR,
+                streams: vec![StreamState::default()],
+                ..State::default()
+            }),
+        }
+    }
+}
+
+const BASE_ADDR: u64 = 0x7000_0000_0000;
+
+#[derive(Default, Debug)]
+struct StreamState {
+    issued: u64,
+    completed: u64,
+}
+
+#[derive(Default, Debug)]
+struct State {
+    used: usize,
+    next_addr: u64,
+    allocations: BTreeMap<u64, usize>,
+    reservations: BTreeMap<u64, usize>,
+    chunks: HashMap<u64, usize>,
+    mapped_pages: HashSet<(u64, usize)>,
+    /// Mappings by address: (size, chunk, offset into the chunk).
+    mappings: BTreeMap<u64, (usize, u64, usize)>,
+    next_chunk: u64,
+    streams: Vec<StreamState>,
+    events: HashMap<u32, Option<(usize, u64)>>,
+    next_event: u32,
+    event_mode: EventMode,
+    attempts: u64,
+    fail_every: Option<u64>,
+    fail_at: HashSet<u64>,
+    counters: Counters,
+}
+
+impl Default for EventMode {
+    fn default() -> Self {
+        EventMode::Immediate
+    }
+}
+
+impl State {
+    /// Counts an allocation attempt and decides whether it fails.
+    fn admit(&mut self, size: usize, capacity: usize) -> Result<(), BackendError> {
+        self.attempts += 1;
+        let injected = self.fail_at.remove(&self.attempts)
+            || self.fail_every.is_some_and(|n| self.attempts % n == 0);
+        if injected || self.used + size > capacity {
+            self.counters.failed_allocs += 1;
+            return Err(BackendError::OutOfMemory { requested: size });
+        }
+        self.used += size;
+        self.counters.device_allocs += 1;
+        Ok(())
+    }
+
+    fn fresh_range(&mut self, size: usize) -> u64 {
+        let addr = self.next_addr;
+        // Leave a gap so that neighbouring allocations are never contiguous by chance,
+        // and keep every range aligned to 2 MiB.
+        self.next_addr = (addr + size as u64 + (1 << 21)).next_multiple_of(1 << 21);
+        addr
+    }
+
+    fn stream(&self, stream: StreamId) -> Result<usize, BackendError> {
+        if stream.index() < self.streams.len() {
+            Ok(stream.index())
+        } else {
+            Err(BackendError::InvalidHandle {
+                what: "stream",
+                detail: format!("{stream} was never created on the test backend"),
+            })
+        }
+    }
+
+    fn event_done(&self, event: EventId) -> Result<bool, BackendError> {
+        match self.events.get(&event.0) {
+            None => Err(BackendError::InvalidHandle {
+                what: "event",
+                detail: format!("event {} does not exist", event.0),
+            }),
+            Some(None) => Ok(true),
+            Some(Some((stream, seq))) => Ok(self.streams[*stream].completed >= *seq),
+        }
+    }
+}
+
+/// The deterministic test backend. See the [module documentation](self).
+#[derive(Debug)]
+pub struct TestBackend {
+    capacity: usize,
+    granularity: Option<usize>,
+    state: Mutex<State>,
+}
+
+impl TestBackend {
+    /// Starts building a test backend.
+    pub fn builder() -> TestBackendBuilder {
+        TestBackendBuilder {
+            capacity: 80 << 30,
+            granularity: None,
+            event_mode: EventMode::Immediate,
+            fail_every: None,
+            fail_at: Vec::new(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic inside the backend (a detected misuse) poisons the lock; the state is
+        // still consistent enough to read counters, so recover it.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the backend has been asked to do so far.
+    pub fn counters(&self) -> Counters {
+        self.state().counters
+    }
+
+    /// Bytes currently held by allocations and chunks.
+    pub fn used(&self) -> usize {
+        self.state().used
+    }
+
+    /// Marks all work recorded so far on `stream` as finished.
+    pub fn complete_stream(&self, stream: StreamId) {
+        let mut st = self.state();
+        if let Some(s) = st.streams.get_mut(stream.index()) {
+            s.completed = s.issued;
+        }
+    }
+
+    /// Changes fault injection: every `n`-th allocation attempt from now on fails
+    /// (`None` turns it off).
+    pub fn set_fail_every(&self, n: Option<u64>) {
+        let mut st = self.state();
+        st.fail_every = n.map(|n| n.max(1));
+        st.attempts = 0;
+    }
+
+    /// Number of live device allocations and chunks.
+    pub fn live_allocations(&self) -> usize {
+        let st = self.state();
+        st.allocations.len() + st.chunks.len()
+    }
+}
+
+impl Backend for TestBackend {
+    fn kind(&self) -> DeviceKind {
+        DeviceKind::Test
+    }
+
+    fn name(&self) -> String {
+        "test".to_string()
+    }
+
+    fn mem_info(&self) -> Result<MemInfo, BackendError> {
+        let st = self.state();
+        Ok(MemInfo {
+            free: self.capacity - st.used,
+            total: self.capacity,
+        })
+    }
+
+    fn malloc(&self, size: usize) -> Result<DeviceAddr, BackendError> {
+        let mut st = self.state();
+        st.admit(size, self.capacity)?;
+        let addr = st.fresh_range(size);
+        st.allocations.insert(addr, size);
+        Ok(DeviceAddr(addr))
+    }
+
+    unsafe fn free(&self, addr: DeviceAddr, size: usize) -> Result<(), BackendError> {
+        let mut st = self.state();
+        match st.allocations.remove(&addr.0) {
+            Some(s) if s == size => {
+                st.used -= size;
+                st.counters.device_frees += 1;
+                Ok(())
+            }
+            Some(s) => panic!("test backend: free of {addr} with size {size}, allocated {s}"),
+            None => panic!("test backend: free of {addr}, which is not allocated"),
+        }
+    }
+
+    fn virtual_memory(&self) -> Option<&dyn VirtualMemory> {
+        self.granularity.map(|_| self as &dyn VirtualMemory)
+    }
+
+    fn create_stream(&self) -> Result<StreamId, BackendError> {
+        let mut st = self.state();
+        st.streams.push(StreamState::default());
+        Ok(StreamId((st.streams.len() - 1) as u32))
+    }
+
+    fn synchronize_stream(&self, stream: StreamId) -> Result<(), BackendError> {
+        let mut st = self.state();
+        let i = st.stream(stream)?;
+        st.streams[i].completed = st.streams[i].issued;
+        st.counters.stream_syncs += 1;
+        Ok(())
+    }
+
+    fn synchronize_device(&self) -> Result<(), BackendError> {
+        let mut st = self.state();
+        for s in &mut st.streams {
+            s.completed = s.issued;
+        }
+        st.counters.device_syncs += 1;
+        Ok(())
+    }
+
+    fn create_event(&self) -> Result<EventId, BackendError> {
+        let mut st = self.state();
+        let id = st.next_event;
+        st.next_event += 1;
+        st.events.insert(id, None);
+        Ok(EventId(id))
+    }
+
+    fn destroy_event(&self, event: EventId) -> Result<(), BackendError> {
+        let mut st = self.state();
+        st.events.remove(&event.0).map(|_| ()).ok_or(BackendError::InvalidHandle {
+            what: "event",
+            detail: format!("event {} does not exist", event.0),
+        })
+    }
+
+    fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), BackendError> {
+        let mut st = self.state();
+        let i = st.stream(stream)?;
+        if !st.events.contains_key(&event.0) {
+            return Err(BackendError::InvalidHandle {
+                what: "event",
+                detail: format!("event {} does not exist", event.0),
+            });
+        }
+        st.counters.event_records += 1;
+        st.streams[i].issued += 1;
+        let seq = st.streams[i].issued;
+        if st.event_mode == EventMode::Immediate {
+            st.streams[i].completed = seq;
+        }
+        st.events.insert(event.0, Some((i, seq)));
+        Ok(())
+    }
+
+    fn query_event(&self, event: EventId) -> Result<bool, BackendError> {
+        self.state().event_done(event)
+    }
+
+    fn synchronize_event(&self, event: EventId) -> Result<(), BackendError> {
+        let mut st = self.state();
+        st.event_done(event)?;
+        if let Some(Some((stream, seq))) = st.events.get(&event.0).copied() {
+            let s = &mut st.streams[stream];
+            s.completed = s.completed.max(seq);
+        }
+        Ok(())
+    }
+
+    fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), BackendError> {
+        let st = self.state();
+        st.stream(stream)?;
+        st.event_done(event).map(|_| ())
+    }
+
+    unsafe fn copy_host_to_device(
+        &self,
+        _dst: DeviceAddr,
+        _src: &[u8],
+        _stream: StreamId,
+    ) -> Result<(), BackendError> {
+        Err(unsupported_contents())
+    }
+
+    unsafe fn copy_device_to_host(
+        &self,
+        _dst: &mut [u8],
+        _src: DeviceAddr,
+        _stream: StreamId,
+    ) -> Result<(), BackendError> {
+        Err(unsupported_contents())
+    }
+
+    unsafe fn copy_device_to_device(
+        &self,
+        _dst: DeviceAddr,
+        _src: DeviceAddr,
+        _len: usize,
+        _stream: StreamId,
+    ) -> Result<(), BackendError> {
+        Err(unsupported_contents())
+    }
+
+    unsafe fn memset(
+        &self,
+        _dst: DeviceAddr,
+        _value: u8,
+        _len: usize,
+        _stream: StreamId,
+    ) -> Result<(), BackendError> {
+        Err(unsupported_contents())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+fn unsupported_contents() -> BackendError {
+    BackendError::Unsupported {
+        backend: "test",
+        what: "memory contents (it hands out fake addresses; use the host backend)",
+    }
+}
+
+impl VirtualMemory for TestBackend {
+    fn granularity(&self) -> usize {
+        self.granularity.unwrap_or(2 << 20)
+    }
+
+    fn reserve_address(&self, size: usize) -> Result<DeviceAddr, BackendError> {
+        let mut st = self.state();
+        let addr = st.fresh_range(size);
+        st.reservations.insert(addr, size);
+        Ok(DeviceAddr(addr))
+    }
+
+    unsafe fn free_address(&self, addr: DeviceAddr, size: usize) -> Result<(), BackendError> {
+        let mut st = self.state();
+        assert_eq!(
+            st.reservations.remove(&addr.0),
+            Some(size),
+            "test backend: free_address({addr}, {size}) is not one reservation"
+        );
+        let inside = st.mappings.range(addr.0..addr.0 + size as u64).next();
+        assert!(inside.is_none(), "test backend: free_address({addr}) with memory still mapped in it");
+        Ok(())
+    }
+
+    fn create_chunk(&self, size: usize) -> Result<PhysHandle, BackendError> {
+        let g = self.granularity();
+        assert!(size > 0 && size % g == 0, "test backend: chunk size {size} is not a multiple of {g}");
+        let mut st = self.state();
+        st.admit(size, self.capacity)?;
+        st.next_chunk += 1;
+        let h = st.next_chunk;
+        st.chunks.insert(h, size);
+        Ok(PhysHandle(h))
+    }
+
+    unsafe fn release_chunk(&self, chunk: PhysHandle, size: usize) -> Result<(), BackendError> {
+        let mut st = self.state();
+        assert!(
+            !st.mapped_pages.iter().any(|(c, _)| *c == chunk.0),
+            "test backend: release of chunk {chunk:?} while pages of it are mapped"
+        );
+        assert_eq!(st.chunks.remove(&chunk.0), Some(size), "test backend: release of unknown chunk {chunk:?}");
+        st.used -= size;
+        st.counters.device_frees += 1;
+        Ok(())
+    }
+
+    unsafe fn map(
+        &self,
+        addr: DeviceAddr,
+        size: usize,
+        chunk: PhysHandle,
+        offset: usize,
+    ) -> Result<(), BackendError> {
+        let g = self.granularity();
+        let mut st = self.state();
+        let chunk_size = *st
+            .chunks
+            .get(&chunk.0)
+            .unwrap_or_else(|| panic!("test backend: map of unknown chunk {chunk:?}"));
+        assert!(
+            size > 0 && size % g == 0 && offset % g == 0 && addr.0 % g as u64 == 0,
+            "test backend: map({addr}, {size}, offset {offset}) is not aligned to {g}"
+        );
+        assert!(offset + size <= chunk_size, "test backend: map of {chunk:?} past its end");
+        for page in (offset..offset + size).step_by(g) {
+            assert!(
+                st.mapped_pages.insert((chunk.0, page)),
+                "test backend: page {page} of chunk {chunk:?} is already mapped"
+            );
+        }
+        let (start, end) = (addr.0, addr.0 + size as u64);
+        let inside = st
+            .reservations
+            .range(..=start)
+            .next_back()
+            .is_some_and(|(&r, &rs)| end <= r + rs as u64);
+        assert!(inside, "test backend: map at {addr} (+{size}) outside any reservation");
+        if let Some((&m, &(ms, _, _))) = st.mappings.range(..end).next_back() {
+            assert!(m + ms as u64 <= start, "test backend: map at {addr} overlaps the mapping at {m:#x}");
+        }
+        st.mappings.insert(start, (size, chunk.0, offset));
+        st.counters.maps += 1;
+        Ok(())
+    }
+
+    unsafe fn set_access(&self, addr: DeviceAddr, size: usize) -> Result<(), BackendError> {
+        let st = self.state();
+        let mut cur = addr.0;
+        let end = addr.0 + size as u64;
+        while cur < end {
+            match st.mappings.get(&cur) {
+                Some(&(ms, _, _)) => cur += ms as u64,
+                None => panic!("test backend: set_access over {addr} (+{size}) with {cur:#x} unmapped"),
+            }
+        }
+        assert_eq!(cur, end, "test backend: set_access ends inside a mapping");
+        Ok(())
+    }
+
+    unsafe fn unmap(&self, addr: DeviceAddr, size: usize) -> Result<(), BackendError> {
+        let g = self.granularity();
+        let mut st = self.state();
+        let Some((ms, chunk, offset)) = st.mappings.remove(&addr.0) else {
+            panic!("test backend: unmap of {addr}, where nothing is mapped");
+        };
+        assert_eq!(ms, size, "test backend: unmap of {addr} with size {size}, mapped {ms}");
+        for page in (offset..offset + size).step_by(g) {
+            st.mapped_pages.remove(&(chunk, page));
+        }
+        st.counters.unmaps += 1;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_complete_on_sync_in_manual_mode() {
+        let dev = TestBackend::builder().event_mode(EventMode::Manual).build();
+        let s = dev.create_stream().unwrap();
+        let e = dev.create_event().unwrap();
+        assert!(dev.query_event(e).unwrap(), "a never-recorded event is complete");
+        dev.record_event(e, s).unwrap();
+        assert!(!dev.query_event(e).unwrap());
+        dev.synchronize_stream(StreamId::DEFAULT).unwrap();
+        assert!(!dev.query_event(e).unwrap(), "another stream's sync does not complete it");
+        dev.synchronize_stream(s).unwrap();
+        assert!(dev.query_event(e).unwrap());
+    }
+
+    #[test]
+    fn every_nth_allocation_fails() {
+        let dev = TestBackend::builder().fail_every(3).build();
+        let results: Vec<bool> = (0..6).map(|_| dev.malloc(512).is_ok()).collect();
+        assert_eq!(results, [true, true, false, true, true, false]);
+        assert_eq!(dev.counters().failed_allocs, 2);
+    }
+
+    #[test]
+    fn virtual_memory_checks_mappings() {
+        let dev = TestBackend::builder().virtual_memory(2 << 20).build();
+        let vm = dev.virtual_memory().unwrap();
+        let va = vm.reserve_address(8 << 20).unwrap();
+        let c = vm.create_chunk(4 << 20).unwrap();
+        unsafe {
+            vm.map(va.offset(2 << 20), 2 << 20, c, 2 << 20).unwrap();
+            vm.map(va.offset(4 << 20), 2 << 20, c, 0).unwrap();
+            vm.set_access(va.offset(2 << 20), 4 << 20).unwrap();
+            vm.unmap(va.offset(2 << 20), 2 << 20).unwrap();
+            vm.unmap(va.offset(4 << 20), 2 << 20).unwrap();
+            vm.release_chunk(c, 4 << 20).unwrap();
+            vm.free_address(va, 8 << 20).unwrap();
+        }
+        assert_eq!(dev.used(), 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "already mapped")]
+    fn aliasing_a_page_panics() {
+        let dev = TestBackend::builder().virtual_memory(2 << 20).build();
+        let vm = dev.virtual_memory().unwrap();
+        let va = vm.reserve_address(8 << 20).unwrap();
+        let a = vm.create_chunk(4 << 20).unwrap();
+        unsafe {
+            vm.map(va, 2 << 20, a, 2 << 20).unwrap();
+            vm.map(va.offset(4 << 20), 2 << 20, a, 2 << 20).unwrap();
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "overlaps")]
+    fn overlapping_mappings_panic() {
+        let dev = TestBackend::builder().virtual_memory(2 << 20).build();
+        let vm = dev.virtual_memory().unwrap();
+        let va = vm.reserve_address(8 << 20).unwrap();
+        let a = vm.create_chunk(4 << 20).unwrap();
+        let b = vm.create_chunk(4 << 20).unwrap();
+        unsafe {
+            vm.map(va, 4 << 20, a, 0).unwrap();
+            vm.map(va.offset(2 << 20), 4 << 20, b, 0).unwrap();
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! Devices: a backend and its one caching allocator, shared by everything that uses
+//! the device.
+//!
+//! [`Device::best`] picks CUDA device 0 when a driver and a GPU are present, else the
+//! host, and says which through `tracing`. [`Device::cuda`] and [`Device::host`] return
+//! the same device (and allocator) every time they are asked for the same one.
+
+use std::mem::ManuallyDrop;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::alloc::{AllocConfig, AllocError, CachingAllocator, ConfigError, RawBlock};
+use crate::backend::host::HostBackend;
+use crate::backend::{Backend, BackendError, DeviceAddr, DeviceKind, StreamId};
+
+/// Why a device could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// `GPUSCOPE_ALLOC_CONF` is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The backend failed (e.g. no CUDA driver).
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    /// The allocator could not start.
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
+}
+
+struct DeviceInner {
+    backend: Arc<dyn Backend>,
+    allocator: CachingAllocator,
+}
+
+/// A device and its caching allocator. Cloning is cheap (a reference count).
+#[derive(Clone)]
+pub struct Device {
+    inner: Arc<DeviceInner>,
+}
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Device({})", self.description())
+    }
+}
+
+impl PartialEq for Device {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Eq for Device {}
+
+static HOST: OnceLock<Device> = OnceLock::new();
+static CUDA: Mutex<Vec<Option<Device>>> = Mutex::new(Vec::new());
+
+impl Device {
+    /// A device over `backend` with its own allocator (not shared with
+    /// [`Device::host`] / [`Device::cuda`]). Used by tests and by replay.
+    pub fn with_backend(backend: Arc<dyn Backend>, config: AllocConfig) -> Result<Device, DeviceError> {
+        let allocator = CachingAllocator::new(backend.clone(), config)?;
+        Ok(Device {
+            inner: Arc::new(DeviceInner { backend, allocator }),
+        })
+    }
+
+    /// The host device (one per process), configured by `GPUSCOPE_ALLOC_CONF`.
+    pub fn host() -> Result<Device, DeviceError> {
+        if let Some(d) = HOST.get() {
+            return Ok(d.clone());
+        }
+        let device = Device::with_backend(Arc::new(HostBackend::new()), AllocConfig::from_env()?)?;
+        Ok(HOST.get_or_init(|| device).clone())
+    }
+
+    /// CUDA device `ordinal` (one per process and ordinal), configured by
+    /// `GPUSCOPE_ALLOC_CONF`. Fails with a reason when there is no driver or device.
+    pub fn cuda(ordinal: usize) -> Result<Device, DeviceError> {
+        let mut table = CUDA.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(Some(d)) = table.get(ordinal) {
+            return Ok(d.clone());
+        }
+        let backend = open_cuda(ordinal)?;
+        let device = Device::with_backend(backend, AllocConfig::from_env()?)?;
+        if table.len() <= ordinal {
+            table.resize(ordinal + 1, None);
+        }
+        table[ordinal] = Some(device.clone());
+        Ok(device)
+    }
+
+    /// CUDA device 0 when a driver and a GPU are present, else the host. Logs the
+    /// choice (and why CUDA was not chosen) at `info` level, target `gpuscope::device`.
+    pub fn best() -> Result<Device, DeviceError> {
+        match Device::cuda(0) {
+            Ok(d) => {
+                tracing::info!(target: "gpuscope::device", device = %d.description(), "using CUDA device 0");
+                Ok(d)
+            }
+            Err(DeviceError::Backend(e)) => {
+                tracing::info!(target: "gpuscope::device", reason = %e, "no CUDA device; using the host backend");
+                Device::host()
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Parses `host`, `cuda` or `cuda:N` and opens that device.
+    pub fn by_name(name: &str) -> Result<Device, DeviceError> {
+        match name {
+            "host" | "cpu" => Device::host(),
+            "cuda" => Device::cuda(0),
+            _ => match name.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
+                Some(n) => Device::cuda(n),
+                None => Err(DeviceError::Backend(BackendError::Unavailable(format!(
+                    "unknown device `{name}`: expected host, cuda or cuda:N"
+                )))),
+            },
+        }
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.inner.backend
+    }
+
+    /// The device's caching allocator.
+    pub fn allocator(&self) -> &CachingAllocator {
+        &self.inner.allocator
+    }
+
+    /// The kind of device.
+    pub fn kind(&self) -> DeviceKind {
+        self.inner.backend.kind()
+    }
+
+    /// `cuda:0 (NVIDIA H100 80GB HBM3)`, `host:0 (host)`.
+    pub fn description(&self) -> String {
+        let b = &self.inner.backend;
+        format!("{}:{} ({})", b.kind(), b.ordinal(), b.name())
+    }
+
+    /// Allocates a buffer on the default stream, returned to the cache when dropped.
+    pub fn alloc(&self, size: usize) -> Result<DeviceBuffer, AllocError> {
+        self.alloc_on(size, StreamId::DEFAULT)
+    }
+
+    /// Allocates a buffer for use on `stream`.
+    pub fn alloc_on(&self, size: usize, stream: StreamId) -> Result<DeviceBuffer, AllocError> {
+        let block = self.inner.allocator.allocate(size, stream)?;
+        Ok(DeviceBuffer {
+            block: ManuallyDrop::new(block),
+            device: self.clone(),
+        })
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn open_cuda(ordinal: usize) -> Result<Arc<dyn Backend>, BackendError> {
+    Ok(Arc::new(crate::backend::cuda::CudaBackend::new(ordinal)?))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_cuda(_ordinal: usize) -> Result<Arc<dyn Backend>, BackendError> {
+    Err(BackendError::Unavailable(
+        "gpuscope-runtime was built without the `cuda` feature".into(),
+    ))
+}
+
+/// Device memory from a device's caching allocator, returned to the cache when dropped.
+pub struct DeviceBuffer {
+    block: ManuallyDrop<RawBlock>,
+    device: Device,
+}
+
+impl std::fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("addr", &self.block.addr())
+            .field("size", &self.block.size())
+            .field("device", &self.device)
+            .finish()
+    }
+}
+
+impl DeviceBuffer {
+    /// The buffer's device address.
+    pub fn addr(&self) -> DeviceAddr {
+        self.block.addr()
+    }
+
+    /// Its size in bytes (as asked for).
+    pub fn size(&self) -> usize {
+        self.block.size()
+    }
+
+    /// The stream it was allocated on.
+    pub fn stream(&self) -> StreamId {
+        self.block.stream()
+    }
+
+    /// The device it lives on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Notes a use on another stream (see [`CachingAllocator::record_stream`]).
+    pub fn record_stream(&self, stream: StreamId) -> Result<(), AllocError> {
+        self.device.allocator().record_stream(&self.block, stream)
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: the block is taken exactly once, here.
+        let block = unsafe { ManuallyDrop::take(&mut self.block) };
+        if let Err(e) = self.device.allocator().free(block) {
+            tracing::error!(target: "gpuscope::alloc", error = %e, "could not free a device buffer");
+        }
+    }
+}

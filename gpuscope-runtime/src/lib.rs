@@ -1,0 +1,48 @@
+//! # gpuscope-runtime
+//!
+//! The runtime half of gpuscope: device backends, a caching device allocator with
+//! PyTorch's semantics, and allocation traces.
+//!
+//! Where things live:
+//! - [`backend`]: the [`Backend`](backend::Backend) trait (raw memory, streams, events,
+//!   memory information) and its implementations: `cuda` (cudarc, feature `cuda`),
+//!   [`host`](backend::host) (the embedded default), [`test`](backend::test)
+//!   (deterministic, with fault injection).
+//! - [`alloc`]: the [`CachingAllocator`](alloc::CachingAllocator): pools, blocks,
+//!   segments, statistics, configuration, out-of-memory reports.
+//! - [`device`]: [`Device`], one allocator per device, and [`DeviceBuffer`].
+//! - [`trace`]: record an allocator's trace and replay traces through it.
+//!
+//! ```
+//! use gpuscope_runtime::Device;
+//! let device = Device::host().unwrap();
+//! let buf = device.alloc(1 << 20).unwrap();
+//! assert!(device.allocator().stats().allocated_bytes.all.current >= 1 << 20);
+//! drop(buf); // back to the cache
+//! ```
+
+pub mod alloc;
+pub mod backend;
+pub mod device;
+pub mod trace;
+
+pub use device::{Device, DeviceBuffer, DeviceError};
+
+/// Formats a byte count for people: `512 B`, `1.50 KiB`, `2.00 GiB`.
+///
+/// ```
+/// assert_eq!(gpuscope_runtime::format_bytes(3 << 29), "1.50 GiB");
+/// ```
+pub fn format_bytes(bytes: usize) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.2} {}", UNITS[unit])
+}

@@ -1,0 +1,135 @@
+//! `gpuscope replay`: replays traces and prints ops, cold and warm ns/op, peak allocated,
+//! peak reserved, their ratio and device allocations, as text or JSON lines.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::ValueEnum;
+use gpuscope_runtime::alloc::{AllocConfig, CachingAllocator};
+use gpuscope_runtime::backend::Backend;
+use gpuscope_runtime::backend::host::HostBackend;
+use gpuscope_runtime::backend::test::TestBackend;
+use gpuscope_runtime::format_bytes;
+use gpuscope_runtime::trace::Trace;
+use gpuscope_runtime::trace::replay::{ReplayOptions, ReplayResult, replay};
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
+    /// The host backend (system memory).
+    Host,
+    /// CUDA device 0 (fails with a reason when there is none).
+    Cuda,
+    /// A simulated 80 GiB device with 2 MiB virtual-memory chunks and fake addresses:
+    /// the allocator's own cost and memory figures, without a GPU.
+    Sim,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Which device to replay on.
+    #[arg(long, value_enum, default_value = "host")]
+    backend: BackendChoice,
+    /// Output format: a table, or one JSON object per trace.
+    #[arg(long, value_enum, default_value = "text")]
+    format: Format,
+    /// Warm passes after the cold one.
+    #[arg(long, default_value_t = 3)]
+    warm_passes: usize,
+    /// Trace files (CSV: op,id,size,stream).
+    #[arg(required = true)]
+    traces: Vec<PathBuf>,
+}
+
+fn open_backend(choice: BackendChoice) -> Result<Arc<dyn Backend>, String> {
+    match choice {
+        BackendChoice::Host => Ok(Arc::new(HostBackend::new())),
+        BackendChoice::Sim => Ok(Arc::new(TestBackend::builder().capacity(80 << 30).virtual_memory(2 << 20).build())),
+        BackendChoice::Cuda => open_cuda(),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn open_cuda() -> Result<Arc<dyn Backend>, String> {
+    gpuscope_runtime::backend::cuda::CudaBackend::new(0)
+        .map(|b| Arc::new(b) as Arc<dyn Backend>)
+        .map_err(|e| format!("cannot replay on CUDA: {e}"))
+}
+
+#[cfg(not(feature = "cuda"))]
+fn open_cuda() -> Result<Arc<dyn Backend>, String> {
+    Err("cannot replay on CUDA: built without the `cuda` feature".into())
+}
+
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    // Read and validate every trace before replaying any.
+    let traces: Vec<(String, Trace)> = args
+        .traces
+        .iter()
+        .map(|p| Ok((p.display().to_string(), Trace::read(p).map_err(|e| e.to_string())?)))
+        .collect::<Result<_, String>>()?;
+    let config = AllocConfig::from_env().map_err(|e| e.to_string())?;
+    let backend = open_backend(args.backend)?;
+    let options = ReplayOptions {
+        warm_passes: args.warm_passes,
+    };
+    if args.format == Format::Text {
+        println!("backend: {} ({}), config: {config}", backend.kind(), backend.name());
+    }
+    for (name, trace) in &traces {
+        // A fresh allocator per trace, so one trace's cache does not serve the next.
+        let allocator =
+            CachingAllocator::new(backend.clone(), config.clone()).map_err(|e| e.to_string())?;
+        let result = replay(&allocator, trace, name, &options).map_err(|e| format!("{name}: {e}"))?;
+        match args.format {
+            Format::Text => print_text(&result),
+            Format::Json => println!("{}", to_json(&result, args.backend)),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_text(r: &ReplayResult) {
+    println!("{}", r.trace);
+    println!("  ops               {:>14}", r.ops);
+    println!("  cold ns/op        {:>14.1}", r.cold_ns_per_op);
+    println!("  warm ns/op        {:>14.1}", r.warm_ns_per_op);
+    println!("  peak allocated    {:>14}  ({})", r.peak_allocated, format_bytes(r.peak_allocated));
+    println!("  peak reserved     {:>14}  ({})", r.peak_reserved, format_bytes(r.peak_reserved));
+    println!("  reserved/allocated{:>14.4}", r.ratio());
+    println!("  peak live (trace) {:>14}  ({})", r.peak_live, format_bytes(r.peak_live));
+    println!("  device allocs     {:>14}", r.device_allocs);
+    println!("  device frees      {:>14}", r.device_frees);
+    println!("  maps (warm)       {:>14}  ({})", r.device_maps, r.warm_device_maps);
+}
+
+fn to_json(r: &ReplayResult, backend: BackendChoice) -> String {
+    let backend = match backend {
+        BackendChoice::Host => "host",
+        BackendChoice::Cuda => "cuda",
+        BackendChoice::Sim => "sim",
+    };
+    serde_json::json!({
+        "trace": r.trace,
+        "backend": backend,
+        "ops": r.ops,
+        "cold_ns_per_op": r.cold_ns_per_op,
+        "warm_ns_per_op": r.warm_ns_per_op,
+        "pass_ns_per_op": r.pass_ns_per_op,
+        "peak_allocated": r.peak_allocated,
+        "peak_reserved": r.peak_reserved,
+        "ratio": r.ratio(),
+        "peak_live": r.peak_live,
+        "device_allocs": r.device_allocs,
+        "device_frees": r.device_frees,
+        "device_maps": r.device_maps,
+        "warm_device_maps": r.warm_device_maps,
+    })
+    .to_string()
+}
