@@ -1,6 +1,6 @@
-//! Checks and times the CUDA virtual memory calls the allocator relies on: mapping a
-//! page of a chunk at an offset (so one device allocation can back pages anywhere),
-//! and the cost of each call. Prints a reason and exits 0 where there is no GPU.
+//! Checks and times the CUDA virtual memory calls the allocator relies on: one-page
+//! chunks mapped side by side and remapped elsewhere with their data, and the cost of
+//! each call. Prints a reason and exits 0 where there is no GPU.
 //!
 //! `cargo run --release -p gpuscope-runtime --example cuda_vmm_probe`
 
@@ -19,32 +19,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let page = vm.granularity();
     println!("device: {}, granularity {} KiB", dev.name(), page >> 10);
 
-    // 1. A page mapped at an offset keeps its contents when mapped again elsewhere.
-    let chunk = vm.create_chunk(4 * page)?;
+    // 1. A chunk remapped elsewhere keeps its contents.
+    let a = vm.create_chunk(page)?;
+    let b = vm.create_chunk(page)?;
     let va = vm.reserve_address(8 * page)?;
     let pattern: Vec<u8> = (0..page).map(|i| (i * 7 % 251) as u8).collect();
     unsafe {
-        vm.map(va.offset(page), page, chunk, 2 * page)?;
+        vm.map(va.offset(page), page, a)?;
         vm.set_access(va.offset(page), page)?;
         dev.copy_host_to_device(va.offset(page), &pattern, StreamId::DEFAULT)?;
         dev.synchronize_stream(StreamId::DEFAULT)?;
         vm.unmap(va.offset(page), page)?;
-        vm.map(va.offset(5 * page), page, chunk, 2 * page)?;
-        vm.map(va.offset(6 * page), page, chunk, 3 * page)?;
+        vm.map(va.offset(5 * page), page, a)?;
+        vm.map(va.offset(6 * page), page, b)?;
         vm.set_access(va.offset(5 * page), 2 * page)?;
         dev.memset(va.offset(6 * page), 0xAB, page, StreamId::DEFAULT)?;
         let mut back = vec![0u8; page];
         dev.copy_device_to_host(&mut back, va.offset(5 * page), StreamId::DEFAULT)?;
-        assert_eq!(back, pattern, "a page remapped at an offset lost its contents");
+        assert_eq!(back, pattern, "a remapped chunk lost its contents");
         let mut other = vec![0u8; 16];
         dev.copy_device_to_host(&mut other, va.offset(6 * page), StreamId::DEFAULT)?;
         assert_eq!(other, vec![0xAB; 16]);
         vm.unmap(va.offset(5 * page), page)?;
         vm.unmap(va.offset(6 * page), page)?;
-        vm.release_chunk(chunk, 4 * page)?;
+        vm.release_chunk(a, page)?;
+        vm.release_chunk(b, page)?;
         vm.free_address(va, 8 * page)?;
     }
-    println!("offset mapping: ok (a page of a chunk mapped at an offset, remapped elsewhere, kept its data)");
+    println!("remapping: ok (two one-page chunks mapped side by side, one remapped elsewhere, data kept)");
 
     // 2. Costs.
     let time = |label: &str, n: usize, f: &mut dyn FnMut(usize) -> Result<(), Box<dyn std::error::Error>>| -> Result<(), Box<dyn std::error::Error>> {
@@ -57,14 +59,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let pages = 512;
     let va = vm.reserve_address(pages * page)?;
-    let big = vm.create_chunk(pages * page)?;
-    time("cuMemMap (one 2 MiB page)", pages, &mut |i| unsafe { Ok(vm.map(va.offset(i * page), page, big, i * page)?) })?;
+    let mut chunks = Vec::with_capacity(pages);
+    time("cuMemCreate (one 2 MiB page)", pages, &mut |_| {
+        chunks.push(vm.create_chunk(page)?);
+        Ok(())
+    })?;
+    time("cuMemMap (one 2 MiB page)", pages, &mut |i| unsafe { Ok(vm.map(va.offset(i * page), page, chunks[i])?) })?;
     time("cuMemSetAccess (one page)", pages, &mut |i| unsafe { Ok(vm.set_access(va.offset(i * page), page)?) })?;
     let t = Instant::now();
     unsafe { vm.set_access(va, pages * page)? };
     println!("{:<40} {:>10.2} us", "cuMemSetAccess (512 pages at once)", t.elapsed().as_secs_f64() * 1e6);
     time("cuMemUnmap (one page)", pages, &mut |i| unsafe { Ok(vm.unmap(va.offset(i * page), page)?) })?;
-    unsafe { vm.release_chunk(big, pages * page)? };
+    time("cuMemRelease (one 2 MiB page)", pages, &mut |i| unsafe { Ok(vm.release_chunk(chunks[i], page)?) })?;
     for (label, size) in [("cuMemCreate 2 MiB", page), ("cuMemCreate 64 MiB", 32 * page), ("cuMemCreate 1 GiB", 512 * page)] {
         let t = Instant::now();
         let c = vm.create_chunk(size)?;

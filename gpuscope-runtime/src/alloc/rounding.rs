@@ -74,7 +74,10 @@ fn round_to_power2_division(size: usize, divisions: usize) -> usize {
         return size;
     }
     let floor = 1usize << (usize::BITS - 1 - size.leading_zeros());
-    let step = (floor / divisions).max(MIN_BLOCK_SIZE);
+    let step = floor >> divisions.ilog2();
+    if step == 0 {
+        return floor << 1;
+    }
     size.div_ceil(step) * step
 }
 

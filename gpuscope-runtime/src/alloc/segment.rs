@@ -87,7 +87,7 @@ pub(crate) fn map_pages(
         let handle = chunks[page.chunk as usize].as_ref().expect("page of a live chunk").handle;
         let addr = DeviceAddr(base).offset(i * page_size);
         // SAFETY: the caller hands us unmapped pages and an unmapped range of a reservation.
-        let mapped = unsafe { vm.map(addr, page_size, handle, page.index as usize * page_size) };
+        let mapped = unsafe { vm.map(addr, page_size, handle) };
         if let Err(e) = mapped {
             // SAFETY: the first i pages were mapped just above and nothing has used them.
             let _ = unsafe { unmap_pages(vm, base, i, page_size) };

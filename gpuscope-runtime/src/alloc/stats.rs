@@ -153,10 +153,16 @@ pub struct MemoryStats {
     /// Times the allocator waited for all outstanding stream events (only on the
     /// out-of-memory path and in `empty_cache`).
     pub num_sync_all_streams: u64,
-    /// Device allocations (`cudaMalloc`, or physical chunks created).
+    /// Device allocations: `cudaMalloc` calls, or with virtual memory the growths that
+    /// created physical chunks (one growth creates one or more chunks).
     pub num_device_alloc: u64,
-    /// Device frees (`cudaFree`, or physical chunks released).
+    /// Device frees: `cudaFree` calls, or with virtual memory the releases of
+    /// physical chunks (one release frees one or more chunks).
     pub num_device_free: u64,
+    /// Physical chunks created (`cuMemCreate` calls; virtual memory only).
+    pub num_device_chunks: u64,
+    /// Physical chunks released (`cuMemRelease` calls; virtual memory only).
+    pub num_device_chunks_released: u64,
     /// Blocks allocated at or above `max_split_size`.
     pub oversize_allocations: Stat,
     /// Segments at or above `max_split_size`.
@@ -195,6 +201,8 @@ impl MemoryStats {
         self.num_sync_all_streams = 0;
         self.num_device_alloc = 0;
         self.num_device_free = 0;
+        self.num_device_chunks = 0;
+        self.num_device_chunks_released = 0;
         self.num_device_map = 0;
         self.num_device_unmap = 0;
         self.num_stream_syncs = 0;
@@ -252,6 +260,8 @@ impl MemoryStats {
             ("num_sync_all_streams", self.num_sync_all_streams),
             ("num_device_alloc", self.num_device_alloc),
             ("num_device_free", self.num_device_free),
+            ("num_device_chunks", self.num_device_chunks),
+            ("num_device_chunks_released", self.num_device_chunks_released),
             ("num_device_map", self.num_device_map),
             ("num_device_unmap", self.num_device_unmap),
             ("num_stream_syncs", self.num_stream_syncs),

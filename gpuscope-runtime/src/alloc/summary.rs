@@ -6,7 +6,7 @@ use std::fmt::Write;
 use super::config::AllocConfig;
 use super::stats::{MemoryStats, Stat, StatArray};
 
-const WIDTH: usize = 75;
+const WIDTH: usize = 78;
 
 /// Formats a byte count in a fixed-width column (PyTorch's rule: switch unit once the
 /// value reaches 768 of the next).
@@ -37,7 +37,7 @@ fn centered(out: &mut String, text: &str) {
 fn row(out: &mut String, name: &str, stat: &Stat, cell: fn(i64) -> String) {
     let _ = writeln!(
         out,
-        "| {name:<21} | {} | {} | {} | {} |",
+        "| {name:<24} | {} | {} | {} | {} |",
         cell(stat.current),
         cell(stat.peak),
         cell(stat.allocated),
@@ -61,21 +61,21 @@ pub(crate) fn render(device: &str, s: &MemoryStats, config: &AllocConfig) -> Str
     centered(
         &mut out,
         &format!(
-            "OOMs: {:<6}  allocation retries: {:<6}  device allocs: {:<6}  device frees: {:<6}",
+            "OOMs: {:<5} alloc retries: {:<5} device allocs: {:<6} device frees: {:<6}",
             s.num_ooms, s.num_alloc_retries, s.num_device_alloc, s.num_device_free
         ),
     );
     centered(
         &mut out,
         &format!(
-            "maps: {:<6}  unmaps: {:<6}  stream syncs: {:<6}  all-stream syncs: {:<6}",
+            "maps: {:<6} unmaps: {:<6} stream syncs: {:<6} all-stream syncs: {:<6}",
             s.num_device_map, s.num_device_unmap, s.num_stream_syncs, s.num_sync_all_streams
         ),
     );
     rule(&mut out, '=');
     let _ = writeln!(
         out,
-        "| {:<21} | {:>10} | {:>10} | {:>10} | {:>10} |",
+        "| {:<24} | {:>10} | {:>10} | {:>10} | {:>10} |",
         "Metric", "Cur Usage", "Peak Usage", "Tot Alloc", "Tot Freed"
     );
     rule(&mut out, '-');

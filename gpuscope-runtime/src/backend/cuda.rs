@@ -398,11 +398,11 @@ impl VirtualMemory for CudaBackend {
         unsafe { sys::cuMemRelease(chunk.0) }.result().map_err(|e| driver("cuMemRelease", e))
     }
 
-    unsafe fn map(&self, addr: DeviceAddr, size: usize, chunk: PhysHandle, offset: usize) -> Result<(), BackendError> {
+    unsafe fn map(&self, addr: DeviceAddr, size: usize, chunk: PhysHandle) -> Result<(), BackendError> {
         self.bind()?;
-        // SAFETY: the caller promises the range is reserved and unmapped, and that
-        // part of the chunk unmapped elsewhere.
-        unsafe { sys::cuMemMap(addr.0, size, offset, chunk.0, 0) }
+        // SAFETY: the caller promises the range is reserved and unmapped, and the
+        // chunk unmapped elsewhere.
+        unsafe { sys::cuMemMap(addr.0, size, 0, chunk.0, 0) }
             .result()
             .map_err(|e| driver("cuMemMap", e))
     }

@@ -293,20 +293,18 @@ pub trait VirtualMemory: Send + Sync {
     /// The chunk is not mapped anywhere.
     unsafe fn release_chunk(&self, chunk: PhysHandle, size: usize) -> Result<(), BackendError>;
 
-    /// Maps `size` bytes of `chunk`, starting `offset` bytes into it, at `addr` (inside
-    /// a reservation). `addr`, `size` and `offset` are multiples of the granularity.
-    /// The mapping is not accessible until [`VirtualMemory::set_access`].
+    /// Maps the whole of `chunk` (`size` bytes, its size) at `addr`, inside a
+    /// reservation; `addr` is a multiple of the granularity. The mapping is not
+    /// accessible until [`VirtualMemory::set_access`].
+    ///
+    /// A chunk is always mapped whole: CUDA's `cuMemMap` accepts no offset into a
+    /// physical allocation (it returns `CUDA_ERROR_NOT_SUPPORTED`, seen on an H100 with
+    /// driver 580), so memory that must move on its own is a chunk of its own.
     ///
     /// # Safety
-    /// `addr..addr+size` lies in a reservation and nothing is mapped there, and that part
-    /// of the chunk is not mapped anywhere else.
-    unsafe fn map(
-        &self,
-        addr: DeviceAddr,
-        size: usize,
-        chunk: PhysHandle,
-        offset: usize,
-    ) -> Result<(), BackendError>;
+    /// `addr..addr+size` lies in a reservation and nothing is mapped there, and the
+    /// chunk is not mapped anywhere else.
+    unsafe fn map(&self, addr: DeviceAddr, size: usize, chunk: PhysHandle) -> Result<(), BackendError>;
 
     /// Makes `addr..addr+size` (fully mapped) readable and writable by the device.
     ///

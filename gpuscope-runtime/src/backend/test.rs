@@ -128,9 +128,9 @@ struct State {
     allocations: BTreeMap<u64, usize>,
     reservations: BTreeMap<u64, usize>,
     chunks: HashMap<u64, usize>,
-    mapped_pages: HashSet<(u64, usize)>,
+    mapped_chunks: HashSet<u64>,
     /// Mappings by address: (size, chunk, offset into the chunk).
-    mappings: BTreeMap<u64, (usize, u64, usize)>,
+    mappings: BTreeMap<u64, (usize, u64)>,
     next_chunk: u64,
     streams: Vec<StreamState>,
     events: HashMap<u32, Option<(usize, u64)>>,
@@ -461,8 +461,8 @@ impl VirtualMemory for TestBackend {
     unsafe fn release_chunk(&self, chunk: PhysHandle, size: usize) -> Result<(), BackendError> {
         let mut st = self.state();
         assert!(
-            !st.mapped_pages.iter().any(|(c, _)| *c == chunk.0),
-            "test backend: release of chunk {chunk:?} while pages of it are mapped"
+            !st.mapped_chunks.contains(&chunk.0),
+            "test backend: release of chunk {chunk:?} while it is mapped"
         );
         assert_eq!(st.chunks.remove(&chunk.0), Some(size), "test backend: release of unknown chunk {chunk:?}");
         st.used -= size;
@@ -470,13 +470,7 @@ impl VirtualMemory for TestBackend {
         Ok(())
     }
 
-    unsafe fn map(
-        &self,
-        addr: DeviceAddr,
-        size: usize,
-        chunk: PhysHandle,
-        offset: usize,
-    ) -> Result<(), BackendError> {
+    unsafe fn map(&self, addr: DeviceAddr, size: usize, chunk: PhysHandle) -> Result<(), BackendError> {
         let g = self.granularity();
         let mut st = self.state();
         let chunk_size = *st
@@ -484,16 +478,11 @@ impl VirtualMemory for TestBackend {
             .get(&chunk.0)
             .unwrap_or_else(|| panic!("test backend: map of unknown chunk {chunk:?}"));
         assert!(
-            size > 0 && size % g == 0 && offset % g == 0 && addr.0 % g as u64 == 0,
-            "test backend: map({addr}, {size}, offset {offset}) is not aligned to {g}"
+            addr.0 % g as u64 == 0,
+            "test backend: map at {addr} is not aligned to {g}"
         );
-        assert!(offset + size <= chunk_size, "test backend: map of {chunk:?} past its end");
-        for page in (offset..offset + size).step_by(g) {
-            assert!(
-                st.mapped_pages.insert((chunk.0, page)),
-                "test backend: page {page} of chunk {chunk:?} is already mapped"
-            );
-        }
+        assert_eq!(size, chunk_size, "test backend: map of {size} bytes of {chunk:?}, which has {chunk_size}: chunks map whole");
+        assert!(st.mapped_chunks.insert(chunk.0), "test backend: chunk {chunk:?} is already mapped");
         let (start, end) = (addr.0, addr.0 + size as u64);
         let inside = st
             .reservations
@@ -501,10 +490,10 @@ impl VirtualMemory for TestBackend {
             .next_back()
             .is_some_and(|(&r, &rs)| end <= r + rs as u64);
         assert!(inside, "test backend: map at {addr} (+{size}) outside any reservation");
-        if let Some((&m, &(ms, _, _))) = st.mappings.range(..end).next_back() {
+        if let Some((&m, &(ms, _))) = st.mappings.range(..end).next_back() {
             assert!(m + ms as u64 <= start, "test backend: map at {addr} overlaps the mapping at {m:#x}");
         }
-        st.mappings.insert(start, (size, chunk.0, offset));
+        st.mappings.insert(start, (size, chunk.0));
         st.counters.maps += 1;
         Ok(())
     }
@@ -515,7 +504,7 @@ impl VirtualMemory for TestBackend {
         let end = addr.0 + size as u64;
         while cur < end {
             match st.mappings.get(&cur) {
-                Some(&(ms, _, _)) => cur += ms as u64,
+                Some(&(ms, _)) => cur += ms as u64,
                 None => panic!("test backend: set_access over {addr} (+{size}) with {cur:#x} unmapped"),
             }
         }
@@ -524,15 +513,12 @@ impl VirtualMemory for TestBackend {
     }
 
     unsafe fn unmap(&self, addr: DeviceAddr, size: usize) -> Result<(), BackendError> {
-        let g = self.granularity();
         let mut st = self.state();
-        let Some((ms, chunk, offset)) = st.mappings.remove(&addr.0) else {
+        let Some((ms, chunk)) = st.mappings.remove(&addr.0) else {
             panic!("test backend: unmap of {addr}, where nothing is mapped");
         };
         assert_eq!(ms, size, "test backend: unmap of {addr} with size {size}, mapped {ms}");
-        for page in (offset..offset + size).step_by(g) {
-            st.mapped_pages.remove(&(chunk, page));
-        }
+        st.mapped_chunks.remove(&chunk);
         st.counters.unmaps += 1;
         Ok(())
     }
@@ -569,14 +555,16 @@ mod tests {
         let dev = TestBackend::builder().virtual_memory(2 << 20).build();
         let vm = dev.virtual_memory().unwrap();
         let va = vm.reserve_address(8 << 20).unwrap();
-        let c = vm.create_chunk(4 << 20).unwrap();
+        let a = vm.create_chunk(2 << 20).unwrap();
+        let b = vm.create_chunk(4 << 20).unwrap();
         unsafe {
-            vm.map(va.offset(2 << 20), 2 << 20, c, 2 << 20).unwrap();
-            vm.map(va.offset(4 << 20), 2 << 20, c, 0).unwrap();
-            vm.set_access(va.offset(2 << 20), 4 << 20).unwrap();
-            vm.unmap(va.offset(2 << 20), 2 << 20).unwrap();
-            vm.unmap(va.offset(4 << 20), 2 << 20).unwrap();
-            vm.release_chunk(c, 4 << 20).unwrap();
+            vm.map(va, 2 << 20, a).unwrap();
+            vm.map(va.offset(2 << 20), 4 << 20, b).unwrap();
+            vm.set_access(va, 6 << 20).unwrap();
+            vm.unmap(va, 2 << 20).unwrap();
+            vm.unmap(va.offset(2 << 20), 4 << 20).unwrap();
+            vm.release_chunk(a, 2 << 20).unwrap();
+            vm.release_chunk(b, 4 << 20).unwrap();
             vm.free_address(va, 8 << 20).unwrap();
         }
         assert_eq!(dev.used(), 0);
@@ -584,14 +572,26 @@ mod tests {
 
     #[test]
     #[should_panic(expected = "already mapped")]
-    fn aliasing_a_page_panics() {
+    fn aliasing_a_chunk_panics() {
+        let dev = TestBackend::builder().virtual_memory(2 << 20).build();
+        let vm = dev.virtual_memory().unwrap();
+        let va = vm.reserve_address(8 << 20).unwrap();
+        let a = vm.create_chunk(2 << 20).unwrap();
+        unsafe {
+            vm.map(va, 2 << 20, a).unwrap();
+            vm.map(va.offset(4 << 20), 2 << 20, a).unwrap();
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "chunks map whole")]
+    fn mapping_part_of_a_chunk_panics() {
         let dev = TestBackend::builder().virtual_memory(2 << 20).build();
         let vm = dev.virtual_memory().unwrap();
         let va = vm.reserve_address(8 << 20).unwrap();
         let a = vm.create_chunk(4 << 20).unwrap();
         unsafe {
-            vm.map(va, 2 << 20, a, 2 << 20).unwrap();
-            vm.map(va.offset(4 << 20), 2 << 20, a, 2 << 20).unwrap();
+            vm.map(va, 2 << 20, a).unwrap();
         }
     }
 
@@ -604,8 +604,8 @@ mod tests {
         let a = vm.create_chunk(4 << 20).unwrap();
         let b = vm.create_chunk(4 << 20).unwrap();
         unsafe {
-            vm.map(va, 4 << 20, a, 0).unwrap();
-            vm.map(va.offset(2 << 20), 4 << 20, b, 0).unwrap();
+            vm.map(va, 4 << 20, a).unwrap();
+            vm.map(va.offset(2 << 20), 4 << 20, b).unwrap();
         }
     }
 }
