@@ -54,13 +54,14 @@ def main(out_dir):
     torch, pairs = torch_runs(os.path.join(out_dir, "torch.txt"))
     ours = {
         "gpuscope": gpuscope_runs(os.path.join(out_dir, "gpuscope.jsonl")),
+        "gpuscope reserve_ratio 1.02": gpuscope_runs(os.path.join(out_dir, "gpuscope_tight.jsonl")),
         "gpuscope plain": gpuscope_runs(os.path.join(out_dir, "gpuscope_plain.jsonl")),
     }
     allocators = [("PyTorch default", torch.get("default", {})), ("PyTorch expandable", torch.get("expandable", {}))]
     allocators += list(ours.items())
     traces = sorted(set().union(*[set(runs) for _, runs in allocators]))
-    print("| trace | allocator | warm ns/op | cold ns/op | peak allocated (MiB) | peak reserved (MiB) | reserved/allocated | device allocs | warm ns/op vs PyTorch default |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| trace | allocator | warm ns/op | cold ns/op | peak allocated (MiB) | peak reserved (MiB) | reserved/allocated | device allocs | chunks | warm maps/pass | warm ns/op vs PyTorch default |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in traces:
         base = torch.get("default", {}).get(t)
         for name, runs in allocators:
@@ -72,7 +73,8 @@ def main(out_dir):
             print(
                 f"| {t} | {name} | {r['warm_ns_per_op']:.1f} | {r['cold_ns_per_op']:.1f} | "
                 f"{r['peak_allocated'] / 2**20:.1f} | {r['peak_reserved'] / 2**20:.1f} | {ratio:.4f} | "
-                f"{r['device_allocs']} | {speed} |"
+                f"{r['device_allocs']} | {r.get('device_chunks', '')} | "
+                f"{r['warm_device_maps'] // max(len(r['pass_ns_per_op']) - 1, 1) if 'warm_device_maps' in r else ''} | {speed} |"
             )
     if pairs:
         print()

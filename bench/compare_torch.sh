@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Replays allocation traces through PyTorch's CUDA caching allocator (default settings
 # and expandable segments, via torch_replay.sh) and through gpuscope's (virtual memory,
-# the default, and plain segments) in one run on the GPU machine, then prints a
+# the default; virtual memory with reserve_ratio 1.02; and plain segments) in one run on the GPU machine, then prints a
 # comparison table (markdown) of warm ns/op, peak reserved / peak allocated, and
 # device allocations.
 #
@@ -14,5 +14,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 bash "$here/torch_replay.sh" "$@" > "$out/torch.txt" 2>&1
 "$bin" replay --backend cuda --format json "$@" > "$out/gpuscope.jsonl"
+GPUSCOPE_ALLOC_CONF=reserve_ratio:1.02 "$bin" replay --backend cuda --format json "$@" > "$out/gpuscope_tight.jsonl"
 GPUSCOPE_ALLOC_CONF=expandable_segments:False "$bin" replay --backend cuda --format json "$@" > "$out/gpuscope_plain.jsonl"
 python3 "$here/compare_torch.py" "$out" | tee "$out/table.md"

@@ -38,6 +38,15 @@ const GROWTH_SLACK_SHARE: usize = 32;
 const GROWTH_SLACK_MIN_PAGES: usize = 2;
 const GROWTH_SLACK_MAX_PAGES: usize = 64;
 
+/// Frees per window in which remapping is counted.
+const REMAP_WINDOW: u64 = 256;
+/// Remapped pages a window may hold before the reserve ratio is loosened.
+const REMAP_PAGES_PER_WINDOW: usize = 8;
+/// How much the reserve ratio is loosened at a time.
+const RATIO_STEP: f64 = 0.01;
+/// The loosest reserve ratio adaptation reaches.
+const MAX_RESERVE_RATIO: f64 = 1.25;
+
 impl AllocState {
     /// Adds `rounded` bytes of room to `stream`'s `pool` with virtual memory. Returns the
     /// free block (indexed) that holds it.
@@ -60,10 +69,13 @@ impl AllocState {
         let peak = (self.stats.allocated_bytes.all.peak as usize)
             .max(self.stats.allocated_bytes.all.current as usize + rounded);
         let grown = self.reserved() + need * self.page;
-        let may_grow = self.check_limit(need * self.page).is_ok()
-            && grown as f64 <= self.config.reserve_ratio * peak as f64;
+        let under_cap = self.check_limit(need * self.page).is_ok();
+        let ratio = self.adapt_reserve_ratio();
+        let may_grow = under_cap && grown as f64 <= ratio * peak as f64;
         let want = if may_grow { 0 } else { place.pages };
+        let held = self.free_pages.len();
         self.reclaim_pages(want, &place.touching)?;
+        self.window_remaps += self.free_pages.len().saturating_sub(held);
         if self.free_pages.len() < place.pages {
             let missing = place.pages - self.free_pages.len();
             // Room under the reserve ratio bounds the slack.
@@ -106,6 +118,27 @@ impl AllocState {
         let seg = self.join_neighbours(seg);
         self.free_block_at(seg, place.addr, rounded)
             .ok_or_else(|| GrowError::Backend(internal("mapped memory does not hold the request")))
+    }
+
+    /// The reserve ratio in effect: the configured one, loosened by
+    /// [`RATIO_STEP`] after every window of [`REMAP_WINDOW`] frees in which more than
+    /// [`REMAP_PAGES_PER_WINDOW`] pages were remapped, up to [`MAX_RESERVE_RATIO`].
+    /// Remapping costs tens of microseconds a page (CUDA's `cuMemSetAccess` and
+    /// `cuMemUnmap`), so a workload that keeps remapping settles at the lowest ratio
+    /// where its steady state needs none.
+    fn adapt_reserve_ratio(&mut self) -> f64 {
+        let configured = self.config.reserve_ratio;
+        if self.effective_ratio < configured {
+            self.effective_ratio = configured;
+        }
+        if self.tick >= self.window_start + REMAP_WINDOW {
+            if self.window_remaps > REMAP_PAGES_PER_WINDOW && self.config.adaptive_reserve {
+                self.effective_ratio = (self.effective_ratio + RATIO_STEP).min(MAX_RESERVE_RATIO.max(configured));
+            }
+            self.window_start = self.tick;
+            self.window_remaps = 0;
+        }
+        self.effective_ratio
     }
 
     /// The free block of segment `seg` that contains `addr` and holds `rounded` bytes.

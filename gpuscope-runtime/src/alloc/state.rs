@@ -54,6 +54,10 @@ pub(crate) struct AllocState {
     pub(super) limit: Option<(usize, String)>,
     pub(super) total_memory: usize,
     pub(super) tick: u64,
+    /// The reserve ratio in effect (see `adapt_reserve_ratio`).
+    pub(super) effective_ratio: f64,
+    pub(super) window_start: u64,
+    pub(super) window_remaps: usize,
     pub recording: Option<Recording>,
     scratch: Vec<u32>,
 }
@@ -83,6 +87,9 @@ impl AllocState {
             limit: None,
             total_memory,
             tick: 0,
+            effective_ratio: 0.0,
+            window_start: 0,
+            window_remaps: 0,
             recording: None,
             scratch: Vec::new(),
             config,

@@ -68,6 +68,10 @@ pub struct ReplayResult {
     pub device_maps: u64,
     /// Chunk mappings made during the warm passes.
     pub warm_device_maps: u64,
+    /// Physical chunks created over all passes (virtual memory only).
+    pub device_chunks: u64,
+    /// Chunk unmappings (to remap them elsewhere) over all passes.
+    pub device_unmaps: u64,
 }
 
 impl ReplayResult {
@@ -195,5 +199,7 @@ pub fn replay(
         device_frees: stats.num_device_free,
         device_maps: stats.num_device_map,
         warm_device_maps: stats.num_device_map - maps_after_cold,
+        device_chunks: stats.num_device_chunks,
+        device_unmaps: stats.num_device_unmap,
     })
 }

@@ -130,6 +130,8 @@ fn to_json(r: &ReplayResult, backend: BackendChoice) -> String {
         "device_frees": r.device_frees,
         "device_maps": r.device_maps,
         "warm_device_maps": r.warm_device_maps,
+        "device_chunks": r.device_chunks,
+        "device_unmaps": r.device_unmaps,
     })
     .to_string()
 }
