@@ -1,0 +1,1 @@
+//! gpuscope's lint rules (skeleton; being written).
