@@ -11,6 +11,11 @@
 //! - [`alloc`]: the [`CachingAllocator`](alloc::CachingAllocator): pools, blocks,
 //!   segments, statistics, configuration, out-of-memory reports.
 //! - [`device`]: [`Device`], one allocator per device, and [`DeviceBuffer`].
+//! - [`tensor`]: [`Tensor`]: storage from the allocator, dtype, shape, device, stream;
+//!   constructors that remember the line that called them.
+//! - [`scope`]: per-thread scopes that own the tensors made inside them, escape by
+//!   return, [`keep`], leak reports through `tracing`, [`report_live`].
+//! - [`grad`]: grad mode ([`no_grad`]).
 //! - [`trace`]: record an allocator's trace and replay traces through it.
 //!
 //! ```
@@ -24,9 +29,15 @@
 pub mod alloc;
 pub mod backend;
 pub mod device;
+pub mod grad;
+pub mod scope;
+pub mod tensor;
 pub mod trace;
 
 pub use device::{Device, DeviceBuffer, DeviceError};
+pub use grad::{is_grad_enabled, no_grad};
+pub use scope::{LeakPolicy, ScopeValue, keep, report_live};
+pub use tensor::{DType, Tensor, TensorError};
 
 /// Formats a byte count for people: `512 B`, `1.50 KiB`, `2.00 GiB`.
 ///

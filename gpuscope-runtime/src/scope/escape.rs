@@ -1,0 +1,182 @@
+//! Escape by return: [`ScopeValue`] finds the tensors inside a returned value, so that
+//! they move to the parent scope instead of being reported.
+
+use crate::tensor::Tensor;
+
+/// A value that may hold tensors. Returning it from a scope moves the tensors it holds
+/// to the parent scope. Implemented for [`Tensor`], references, tuples, `Option`,
+/// `Result`, `Vec`, slices, arrays, `Box`, `Rc`/`Arc`, and (holding no tensors) for
+/// numbers, `bool`, `char`, `String`, `str` and `()`; derive it for your own types with
+/// `#[derive(ScopeValue)]` (from `gpuscope`).
+///
+/// ```
+/// use gpuscope_runtime::scope::ScopeValue;
+/// use gpuscope_runtime::{Device, Tensor};
+/// let dev = Device::host().unwrap();
+/// let pair = (Tensor::zeros(&[2], &dev).unwrap(), Some(vec![Tensor::ones(&[3], &dev).unwrap()]));
+/// let mut n = 0;
+/// pair.for_each_tensor(&mut |_| n += 1);
+/// assert_eq!(n, 2);
+/// ```
+pub trait ScopeValue {
+    /// Calls `f` on every tensor the value holds.
+    fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor));
+}
+
+impl ScopeValue for Tensor {
+    #[inline]
+    fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        f(self);
+        if let Some(g) = self.grad() {
+            f(&g);
+        }
+    }
+}
+
+macro_rules! no_tensors {
+    ($($t:ty),*) => {$(
+        impl ScopeValue for $t {
+            #[inline]
+            fn for_each_tensor(&self, _: &mut dyn FnMut(&Tensor)) {}
+        }
+    )*};
+}
+no_tensors!((), bool, char, u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64, String, str);
+
+impl<T: ScopeValue + ?Sized> ScopeValue for &T {
+    fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        (**self).for_each_tensor(f)
+    }
+}
+impl<T: ScopeValue + ?Sized> ScopeValue for &mut T {
+    fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        (**self).for_each_tensor(f)
+    }
+}
+impl<T: ScopeValue + ?Sized> ScopeValue for Box<T> {
+    fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        (**self).for_each_tensor(f)
+    }
+}
+impl<T: ScopeValue + ?Sized> ScopeValue for std::rc::Rc<T> {
+    fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        (**self).for_each_tensor(f)
+    }
+}
+impl<T: ScopeValue + ?Sized> ScopeValue for std::sync::Arc<T> {
+    fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        (**self).for_each_tensor(f)
+    }
+}
+impl<T: ScopeValue> ScopeValue for Option<T> {
+    fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        if let Some(v) = self {
+            v.for_each_tensor(f)
+        }
+    }
+}
+impl<T: ScopeValue, E: ScopeValue> ScopeValue for Result<T, E> {
+    fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        match self {
+            Ok(v) => v.for_each_tensor(f),
+            Err(e) => e.for_each_tensor(f),
+        }
+    }
+}
+impl<T: ScopeValue> ScopeValue for [T] {
+    fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        for v in self {
+            v.for_each_tensor(f)
+        }
+    }
+}
+impl<T: ScopeValue, const N: usize> ScopeValue for [T; N] {
+    fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        self.as_slice().for_each_tensor(f)
+    }
+}
+impl<T: ScopeValue> ScopeValue for Vec<T> {
+    fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        self.as_slice().for_each_tensor(f)
+    }
+}
+impl<K, V: ScopeValue, S> ScopeValue for std::collections::HashMap<K, V, S> {
+    fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        for v in self.values() {
+            v.for_each_tensor(f)
+        }
+    }
+}
+impl<K, V: ScopeValue> ScopeValue for std::collections::BTreeMap<K, V> {
+    fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        for v in self.values() {
+            v.for_each_tensor(f)
+        }
+    }
+}
+
+macro_rules! tuples {
+    ($(($($n:tt $t:ident),+)),*) => {$(
+        impl<$($t: ScopeValue),+> ScopeValue for ($($t,)+) {
+            fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+                $(self.$n.for_each_tensor(f);)+
+            }
+        }
+    )*};
+}
+tuples!((0 A), (0 A, 1 B), (0 A, 1 B, 2 C), (0 A, 1 B, 2 C, 3 D), (0 A, 1 B, 2 C, 3 D, 4 E), (0 A, 1 B, 2 C, 3 D, 4 E, 5 F));
+
+/// Autoref dispatch used by `#[gpu_scope]`: a returned value whose type implements
+/// [`ScopeValue`] has its tensors escaped; any other type is ignored (it cannot hold a
+/// tracked tensor the scope could find). Not for direct use.
+#[doc(hidden)]
+pub mod dispatch {
+    use super::ScopeValue;
+    use crate::scope::ScopeGuard;
+
+    pub struct Escapee<'a, T: ?Sized>(pub &'a T);
+
+    pub trait EscapeScopeValue {
+        fn __gpuscope_escape(&self, guard: &ScopeGuard);
+    }
+    impl<T: ScopeValue + ?Sized> EscapeScopeValue for Escapee<'_, T> {
+        #[inline]
+        fn __gpuscope_escape(&self, guard: &ScopeGuard) {
+            guard.escape(self.0)
+        }
+    }
+
+    pub trait EscapeOther {
+        fn __gpuscope_escape(&self, guard: &ScopeGuard);
+    }
+    impl<T: ?Sized> EscapeOther for &Escapee<'_, T> {
+        #[inline]
+        fn __gpuscope_escape(&self, _: &ScopeGuard) {}
+    }
+}
+
+/// Adopts `tensor` into the parent of the current scope on purpose (e.g. a model's new
+/// parameter made inside a training step): it is not reported when the scope exits.
+/// Outside any scope it does nothing.
+///
+/// ```
+/// use gpuscope_runtime::scope::{keep, ScopeGuard, ScopeOptions, LeakPolicy, set_tracking};
+/// use gpuscope_runtime::{Device, Tensor};
+/// set_tracking(true);
+/// let dev = Device::host().unwrap();
+/// let mut params = Vec::new();
+/// {
+///     let _scope = ScopeGuard::enter(ScopeOptions::new("init").leaks(LeakPolicy::Deny));
+///     let w = Tensor::randn(&[4, 4], &dev).unwrap();
+///     keep(&w);
+///     params.push(w); // stored in a captured Vec: fine, it was kept
+/// }
+/// assert_eq!(params.len(), 1);
+/// ```
+pub fn keep<T: ScopeValue + ?Sized>(value: &T) {
+    value.for_each_tensor(&mut |t| {
+        if let Some(r) = t.track_record() {
+            r.set_state(super::record::TrackState::Kept);
+        }
+    });
+}

@@ -1,0 +1,70 @@
+//! Scopes: every tensor made while a scope is open belongs to it; at exit, returned
+//! tensors move to the parent scope, kept ones ([`keep`]) too, and any other tensor
+//! still alive has leaked and is reported with the site that created it.
+//!
+//! Where things live:
+//! - [`policy`]: whether tracking is on ([`tracking`], `GPUSCOPE_TRACK`) and the default
+//!   [`LeakPolicy`] (`GPUSCOPE_LEAKS`).
+//! - [`record`]: [`TrackRecord`], what is remembered per tensor storage.
+//! - `stack`: the per-thread scope stack, [`ScopeGuard`] and [`ScopeOptions`].
+//! - [`escape`]: [`ScopeValue`] (escape by return) and [`keep`].
+//! - [`report`]: [`LeakReport`], the `tracing` events (target `gpuscope::leak`), and
+//!   [`LiveTensor`] for [`report_live`].
+//! - `future`: [`scoped`], scopes over `async` code.
+//!
+//! ## Escape rules
+//! 1. Returning a tensor (in any [`ScopeValue`]: tuples, `Option`, `Result`, `Vec`,
+//!    your `#[derive(ScopeValue)]` structs) moves it to the caller's scope.
+//! 2. [`keep`] adopts a tensor into the parent scope on purpose.
+//! 3. Anything else made in the scope and alive at exit has leaked: stored in a static,
+//!    pushed into a captured or `&mut` container, caught in an `Rc` cycle, or
+//!    `mem::forget`-ten. It is reported once (by the innermost scope it escaped) and
+//!    then belongs to the parent, so [`report_live`] still lists it.
+
+pub mod escape;
+mod future;
+pub mod policy;
+pub mod record;
+pub mod report;
+mod stack;
+
+pub use escape::{ScopeValue, keep};
+pub use future::{Scoped, scoped};
+pub use policy::{LeakPolicy, leak_policy, set_leak_policy, set_tracking, tracking};
+pub use record::TrackRecord;
+pub use report::{LeakReport, LiveTensor, ScopeSite};
+pub use stack::{ScopeGuard, ScopeOptions, current_scope, scope_depth};
+
+pub(crate) use stack::register;
+
+/// Every tracked tensor alive now, on every thread, oldest first: tensors in open
+/// scopes, tensors that outlived every scope (globals, `mem::forget`, model
+/// parameters), and leaked ones (with the scope that reported them).
+///
+/// ```
+/// use gpuscope_runtime::scope::{report_live, set_tracking};
+/// use gpuscope_runtime::{Device, Tensor};
+/// set_tracking(true);
+/// let t = Tensor::zeros(&[1024], &Device::host().unwrap()).unwrap();
+/// let live = report_live();
+/// assert!(live.iter().any(|l| l.record.bytes() == 4096 && l.record.site().file().ends_with(".rs")));
+/// # drop(t);
+/// ```
+pub fn report_live() -> Vec<LiveTensor> {
+    stack::all_live()
+        .into_iter()
+        .map(|(record, scope)| LiveTensor { record, scope })
+        .collect()
+}
+
+/// Logs [`report_live`] through `tracing` (target `gpuscope::leak`, one event per
+/// tensor and a total) and returns how many tensors are alive.
+pub fn log_live() -> usize {
+    let live = report_live();
+    for l in &live {
+        tracing::warn!(target: "gpuscope::leak", bytes = l.record.bytes() as u64, "live tensor: {l}");
+    }
+    let bytes: usize = live.iter().map(|l| l.record.bytes()).sum();
+    tracing::info!(target: "gpuscope::leak", live = live.len() as u64, bytes = bytes as u64, "{} live tracked tensor(s), {}", live.len(), crate::format_bytes(bytes));
+    live.len()
+}

@@ -1,0 +1,50 @@
+//! A tensor's storage: a device buffer, and (with tracking on) the record that the
+//! scopes follow. Dropping the storage returns the buffer to the allocator's cache and
+//! marks the record dropped.
+
+use std::panic::Location;
+use std::sync::Arc;
+
+use crate::backend::StreamId;
+use crate::device::{Device, DeviceBuffer};
+use crate::scope::{self, TrackRecord};
+
+use super::{DType, TensorError};
+
+pub(crate) struct Storage {
+    pub buffer: DeviceBuffer,
+    pub record: Option<Arc<TrackRecord>>,
+}
+
+impl Storage {
+    /// Allocates `numel` elements of `dtype` on `stream`; tracked when tracking is on,
+    /// with `site` as the creating line.
+    pub fn new(
+        device: &Device,
+        dtype: DType,
+        shape: &[usize],
+        stream: StreamId,
+        site: &'static Location<'static>,
+    ) -> Result<Storage, TensorError> {
+        let numel: usize = shape.iter().product();
+        // An empty tensor still gets a (minimum-size) block, so it has an address.
+        let bytes = (numel * dtype.size()).max(1);
+        let buffer = device.alloc_on(bytes, stream)?;
+        let record = if scope::tracking() {
+            let r = Arc::new(TrackRecord::new(site, bytes, dtype, shape, device.description()));
+            scope::register(r.clone(), device, stream);
+            Some(r)
+        } else {
+            None
+        };
+        Ok(Storage { buffer, record })
+    }
+}
+
+impl Drop for Storage {
+    fn drop(&mut self) {
+        if let Some(r) = &self.record {
+            r.mark_dropped();
+        }
+    }
+}
