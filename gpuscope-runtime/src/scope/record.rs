@@ -4,6 +4,9 @@
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
+use smallvec::SmallVec;
+
+use crate::device::Device;
 use crate::tensor::DType;
 
 /// Ownership state of a tracked tensor's storage.
@@ -29,8 +32,8 @@ pub struct TrackRecord {
     site: &'static Location<'static>,
     bytes: usize,
     dtype: DType,
-    shape: Vec<usize>,
-    device: String,
+    shape: SmallVec<[usize; 4]>,
+    device: Device,
     alive: AtomicBool,
     state: AtomicU8,
     /// Name and site of the scope that reported it leaked (set once).
@@ -38,14 +41,14 @@ pub struct TrackRecord {
 }
 
 impl TrackRecord {
-    pub(crate) fn new(site: &'static Location<'static>, bytes: usize, dtype: DType, shape: &[usize], device: String) -> TrackRecord {
+    pub(crate) fn new(site: &'static Location<'static>, bytes: usize, dtype: DType, shape: &[usize], device: &Device) -> TrackRecord {
         TrackRecord {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             site,
             bytes,
             dtype,
-            shape: shape.to_vec(),
-            device,
+            shape: SmallVec::from_slice(shape),
+            device: device.clone(),
             alive: AtomicBool::new(true),
             state: AtomicU8::new(TrackState::Scoped as u8),
             leaked_from: std::sync::OnceLock::new(),
@@ -77,8 +80,8 @@ impl TrackRecord {
         &self.shape
     }
 
-    /// The device, as `cuda:0 (NVIDIA H100 80GB HBM3)` or `host:0 (host)`.
-    pub fn device(&self) -> &str {
+    /// The device.
+    pub fn device(&self) -> &Device {
         &self.device
     }
 

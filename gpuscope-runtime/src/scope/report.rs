@@ -78,7 +78,7 @@ pub(crate) fn describe(r: &TrackRecord) -> String {
         r.dtype(),
         r.shape(),
         format_bytes(r.bytes()),
-        r.device(),
+        r.device().description(),
         site.file(),
         site.line(),
         site.column()
@@ -97,7 +97,7 @@ pub(crate) fn emit(report: &LeakReport) {
             bytes = r.bytes() as u64,
             dtype = %r.dtype(),
             shape = ?r.shape(),
-            device = r.device(),
+            device = %r.device().description(),
             scope,
             scope_site = %scope_site,
             "tensor leaked from scope `{scope}`: {}",

@@ -147,7 +147,7 @@ pub(crate) fn pop_frame() -> Option<(LeakReport, LeakPolicy, Vec<(Device, Stream
     with_scopes(|st| {
         let frame = st.frames.pop()?;
         let policy = frame.policy.unwrap_or_else(leak_policy);
-        let scope_name = frame.site.to_string();
+        let mut scope_name: Option<String> = None;
         let mut leaked = Vec::new();
         let mut moved = Vec::new();
         for r in frame.records {
@@ -162,7 +162,8 @@ pub(crate) fn pop_frame() -> Option<(LeakReport, LeakPolicy, Vec<(Device, Stream
                 TrackState::Leaked => moved.push(r),
                 TrackState::Scoped => {
                     if policy != LeakPolicy::Allow {
-                        r.mark_leaked(&scope_name);
+                        let name = scope_name.get_or_insert_with(|| frame.site.to_string());
+                        r.mark_leaked(name);
                         leaked.push(r.clone());
                     }
                     moved.push(r);
