@@ -80,7 +80,12 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         warm_passes: args.warm_passes,
     };
     if args.format == Format::Text {
-        println!("backend: {} ({}), config: {config}", backend.kind(), backend.name());
+        let segments = if config.expandable_segments && backend.virtual_memory().is_some() {
+            "virtual memory pages"
+        } else {
+            "plain device allocations"
+        };
+        println!("backend: {} ({}), segments: {segments}, config: {config}", backend.kind(), backend.name());
     }
     for (name, trace) in &traces {
         // A fresh allocator per trace, so one trace's cache does not serve the next.
