@@ -25,9 +25,10 @@ use super::{
 };
 
 /// When the test backend's events complete.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub enum EventMode {
     /// Every event completes as soon as it is recorded (no work is ever in flight).
+    #[default]
     Immediate,
     /// An event completes once its stream is synchronized or
     /// [`TestBackend::complete_stream`] is called: work stays "in flight" until then.
@@ -142,11 +143,6 @@ struct State {
     counters: Counters,
 }
 
-impl Default for EventMode {
-    fn default() -> Self {
-        EventMode::Immediate
-    }
-}
 
 impl State {
     /// Counts an allocation attempt and decides whether it fails.

@@ -141,9 +141,12 @@ pub(crate) fn push_frame(frame: Frame) {
     with_scopes(|st| st.frames.push(frame));
 }
 
+/// What closing a scope left to do: its report, its policy, the streams to sync.
+pub(crate) type ClosedScope = (LeakReport, LeakPolicy, Vec<(Device, StreamId)>);
+
 /// Closes the innermost scope: returned and kept tensors move to the parent, leaks are
 /// reported. Returns the report (empty when nothing leaked) and the scope's policy.
-pub(crate) fn pop_frame() -> Option<(LeakReport, LeakPolicy, Vec<(Device, StreamId)>)> {
+pub(crate) fn pop_frame() -> Option<ClosedScope> {
     with_scopes(|st| {
         let frame = st.frames.pop()?;
         let policy = frame.policy.unwrap_or_else(leak_policy);
