@@ -4,17 +4,41 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUdeviceptr;
-use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceSlice, SyncOnDrop};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, DeviceSlice, SyncOnDrop};
 
 use crate::backend::cuda::CudaBackend;
 
 use super::{Element, Tensor, TensorError};
 
-/// A typed view of a CUDA tensor that cudarc's launch builder accepts (it implements
-/// `DeviceSlice`, `DevicePtr` and `DevicePtrMut`). It borrows the tensor, so the memory
-/// stays alive while the view exists; work launched through it runs on the tensor's
-/// stream (use that stream for the launch: the view's `stream()`).
+/// A typed view of a CUDA tensor for your own kernels. It implements cudarc's
+/// `DeviceSlice`, `DevicePtr` and `DevicePtrMut`, and passes straight to a launch
+/// builder (`builder.arg(&view)`: the kernel receives a `T*`). It borrows the tensor, so
+/// the memory stays alive while the view exists; launch on the tensor's stream (the
+/// view's `stream()`), or order other streams yourself (`record_stream` and events).
+///
+/// ```no_run
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use cudarc::driver::{LaunchConfig, PushKernelArg, DeviceSlice};
+/// use gpuscope_runtime::{Device, Tensor};
+/// let dev = Device::cuda(0)?;
+/// let t = Tensor::ones(&[1024], &dev)?;
+/// let ptx = cudarc::nvrtc::compile_ptx("extern \"C\" __global__ void twice(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }")?;
+/// let view = t.cuda_view::<f32>()?;
+/// let module = view.stream().context().load_module(ptx)?;
+/// let f = module.load_function("twice")?;
+/// let n = 1024i32;
+/// let stream = view.stream().clone();
+/// let mut launch = stream.launch_builder(&f);
+/// launch.arg(&view).arg(&n);
+/// unsafe { launch.launch(LaunchConfig::for_num_elems(1024))? };
+/// drop(view);
+/// assert_eq!(t.to_vec::<f32>()?, vec![2.0; 1024]);
+/// # Ok(()) }
+/// ```
+#[repr(C)]
 pub struct CudaView<'a, T> {
+    /// First, so that a pointer to the view is a pointer to the device pointer (how
+    /// cudarc passes `DeviceRepr` kernel arguments).
     ptr: CUdeviceptr,
     len: usize,
     stream: Arc<CudaStream>,
@@ -69,3 +93,7 @@ impl<T> DevicePtrMut<T> for CudaView<'_, T> {
         (self.ptr, SyncOnDrop::Sync(None))
     }
 }
+
+// SAFETY: `#[repr(C)]` with the device pointer first: cudarc passes the view's address as
+// the kernel parameter's, and the kernel reads the pointer from it.
+unsafe impl<T> DeviceRepr for CudaView<'_, T> {}
