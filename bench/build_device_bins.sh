@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds (here, where the Rust toolchain is) everything the GPU machine runs, strips it
+# and copies it into .device-bin/ (git-ignored; carried to the GPU machine):
+# the gpuscope command, the examples, and every test binary (CUDA tests skip here and
+# run there).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -rf .device-bin && mkdir -p .device-bin/tests
+cargo build --release --bin gpuscope --examples
+cargo build --release -p gpuscope-runtime --examples
+cp target/release/gpuscope .device-bin/
+for e in target/release/examples/*; do
+  [[ -x $e && ! $e =~ -[0-9a-f]{16}$ && -f $e ]] && cp "$e" .device-bin/
+done
+cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
+  | python3 -c 'import sys,json
+for l in sys.stdin:
+    d=json.loads(l)
+    if d.get("reason")=="compiler-artifact" and d.get("executable") and d["target"]["kind"]!=["bin"]:
+        print(d["target"]["name"], d["executable"])' \
+  | while read -r name exe; do cp "$exe" ".device-bin/tests/$name"; done
+strip .device-bin/* .device-bin/tests/* 2>/dev/null || true
+du -sh .device-bin
