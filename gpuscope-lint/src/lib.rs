@@ -1,1 +1,203 @@
-//! gpuscope's lint rules (skeleton; being written).
+//! gpuscope's lint rules: GPU-memory mistakes in training code, found in `syn` syntax trees.
+//!
+//! The same rules run in two places: the `#[gpu_scope]` / `#[no_grad]` attribute macros call
+//! [`lint_fn`] / [`lint_block`] on the function they expand (deny findings become compile
+//! errors), and the `gpuscope lint` command calls [`lint_file`] on every `.rs` file of a
+//! crate and prints rustc-style diagnostics, JSON or SARIF.
+//!
+//! ```
+//! use gpuscope_lint::{Level, Levels, lint_file};
+//!
+//! let src = r#"
+//! fn train(model: &Model, opt: &mut Sgd, data: &[Batch]) {
+//!     let mut total_loss = Tensor::zeros(&[]);
+//!     for batch in data {
+//!         let loss = model.loss(batch);
+//!         loss.backward();
+//!         opt.step();
+//!         total_loss += &loss;
+//!     }
+//! }
+//! "#;
+//! let file = syn::parse_file(src).unwrap();
+//! let findings = lint_file(&file, &Levels::default());
+//! let rules: Vec<&str> = findings.iter().map(|f| f.rule).collect();
+//! assert_eq!(rules, ["missing_zero_grad", "graph_accumulation"]);
+//! assert!(findings.iter().all(|f| f.level == Level::Warn));
+//! ```
+//!
+//! # Where things live
+//!
+//! | module | job |
+//! |---|---|
+//! | `lib.rs` | the entry points: [`lint_fn`], [`lint_block`], [`lint_file`], [`FnContext`] |
+//! | `level.rs` | [`Level`] (allow / warn / deny) and its parsing |
+//! | `levels.rs` | [`Levels`], the per-rule overrides, and [`UnknownRule`] with its did-you-mean |
+//! | `finding.rs` | [`Rule`] and [`Finding`] |
+//! | `rules/` | one file per rule (its `RULE` and its check), [`RULES`], and the dispatch the walker calls |
+//! | `visit.rs` | the walk over function bodies: the context of each expression (enclosing loops and the names they bind, `no_grad` from attributes, closures and guards, statics and their aliases) |
+//! | `loss.rs` | which values are losses carrying a graph and which are detached numbers |
+//! | `syntax.rs` | small syntax questions shared by rules (path suffixes, chain roots, same place, plain types) |
+//!
+//! To add a rule: a new file in `rules/` with a `RULE` constant and a `check` (see an
+//! existing one, e.g. `rules/empty_cache_in_loop.rs`), its `RULE` in [`RULES`], its call in
+//! `rules::check_expr` or `rules::check_loop`, and tests beside it that show it firing (with
+//! line and column) and not firing.
+//!
+//! # Rules
+//!
+//! | rule | default | catches |
+//! |---|---|---|
+//! | `forget_tensor` | deny | `mem::forget(x)`, `ManuallyDrop::new(x)`, `Box::leak(x)` of a possible tensor |
+//! | `static_escape` | deny | a value stored into a `static` / `thread_local!` inside a function |
+//! | `backward_in_no_grad` | deny | `.backward()` in a `#[no_grad]` fn, a `no_grad(|| ..)` closure, or after a no-grad guard |
+//! | `graph_accumulation` | warn | a loss added or pushed into an accumulator across loop iterations |
+//! | `missing_zero_grad` | warn | a loop with `.backward()` and `.step()` but no `.zero_grad()` |
+//! | `empty_cache_in_loop` | warn | `empty_cache()` inside a loop |
+//! | `retain_graph_in_loop` | warn | a backward call retaining the graph inside a loop |
+//! | `out_of_place_update` | allow | `x = x + y` where `x.add_(&y)` would do |
+//! | `item_in_hot_loop` | allow | `.item()` inside an inner loop |
+//!
+//! The rules read syntax only: names and shapes, no types. Each one prefers silence when the
+//! syntax does not say enough (see the module of each rule for what it accepts).
+
+mod finding;
+mod level;
+mod levels;
+mod loss;
+mod rules;
+mod syntax;
+mod visit;
+
+use syn::visit::Visit;
+
+pub use finding::{Finding, Rule};
+pub use level::{Level, ParseLevelError};
+pub use levels::{Levels, UnknownRule};
+pub use rules::{RULES, rule};
+
+use visit::{FileInfo, Walker};
+
+/// What the macros know about the function they lint.
+///
+/// Attributes written on the function (`#[no_grad]`, `#[gpu_scope]`, under any path) count
+/// as well, so `FnContext::default()` is right for [`lint_file`]-style use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FnContext {
+    /// The function is `#[no_grad]`: gradients are off in its body.
+    pub no_grad: bool,
+    /// The function is `#[gpu_scope]`: its tensors are freed when it returns.
+    pub scoped: bool,
+}
+
+/// Lints one function: its body, its closures and the functions nested in it.
+///
+/// Findings at `allow` are left out; the rest are ordered by source position.
+///
+/// ```
+/// use gpuscope_lint::{FnContext, Levels, lint_fn};
+///
+/// let item: syn::ItemFn = syn::parse_quote! {
+///     fn evaluate(model: &Model, x: &Tensor) {
+///         let loss = model.forward(x).mean();
+///         loss.backward();
+///     }
+/// };
+/// let ctx = FnContext { no_grad: true, scoped: false };
+/// let findings = lint_fn(&item, ctx, &Levels::default());
+/// assert_eq!(findings.len(), 1);
+/// assert_eq!(findings[0].rule, "backward_in_no_grad");
+/// assert!(lint_fn(&item, FnContext::default(), &Levels::default()).is_empty());
+/// ```
+pub fn lint_fn(item: &syn::ItemFn, ctx: FnContext, levels: &Levels) -> Vec<Finding> {
+    let info = FileInfo::of_block(&item.block);
+    let mut walker = Walker::new(&info, levels);
+    walker.walk_fn(&item.attrs, &item.sig, &item.block, ctx);
+    walker.finish()
+}
+
+/// Lints a function body given as a signature and a block: for methods (`syn::ImplItemFn`)
+/// and trait default methods, which are not `syn::ItemFn`s.
+///
+/// ```
+/// use gpuscope_lint::{FnContext, Levels, lint_block};
+///
+/// let method: syn::ImplItemFn = syn::parse_quote! {
+///     fn remember(&self, t: Tensor) {
+///         LAST.lock().unwrap().push(t);
+///     }
+/// };
+/// let findings = lint_block(&method.sig, &method.block, FnContext::default(), &Levels::default());
+/// assert_eq!(findings[0].rule, "static_escape");
+/// ```
+pub fn lint_block(
+    sig: &syn::Signature,
+    block: &syn::Block,
+    ctx: FnContext,
+    levels: &Levels,
+) -> Vec<Finding> {
+    let info = FileInfo::of_block(block);
+    let mut walker = Walker::new(&info, levels);
+    walker.walk_fn(&[], sig, block, ctx);
+    walker.finish()
+}
+
+/// Lints every function, method and closure body in a file.
+///
+/// Functions whose attributes end in `no_grad` or `gpu_scope` get that context; closures
+/// passed to `no_grad(..)` count as `no_grad`. Statics and consts declared anywhere in the
+/// file are known to [`static_escape`](RULES). Findings at `allow` are left out; the rest are
+/// ordered by source position.
+///
+/// ```
+/// use gpuscope_lint::{Level, Levels, lint_file};
+///
+/// let file = syn::parse_file(
+///     "fn f(a: &Alloc) {\n    for _ in 0..10 {\n        a.empty_cache();\n    }\n}\n",
+/// ).unwrap();
+/// let found = lint_file(&file, &Levels::default());
+/// assert_eq!(found[0].rule, "empty_cache_in_loop");
+/// assert_eq!(found[0].span.start().line, 3);
+///
+/// let mut quiet = Levels::default();
+/// quiet.set("empty_cache_in_loop", Level::Allow)?;
+/// assert!(lint_file(&file, &quiet).is_empty());
+/// # Ok::<(), gpuscope_lint::UnknownRule>(())
+/// ```
+pub fn lint_file(file: &syn::File, levels: &Levels) -> Vec<Finding> {
+    let info = FileInfo::of_file(file);
+    let mut walker = Walker::new(&info, levels);
+    walker.visit_file(file);
+    walker.finish()
+}
+
+#[cfg(test)]
+pub(crate) mod testing {
+    //! Helpers for the rules' tests.
+
+    use crate::{Finding, Level, Levels, lint_file};
+
+    /// The findings of `rule` in `src`, with `rule` switched on (at least `warn`).
+    pub(crate) fn findings(rule: &str, src: &str) -> Vec<Finding> {
+        let file = syn::parse_file(src).expect("test source parses");
+        let mut levels = Levels::default();
+        if levels.get(rule) == Some(Level::Allow) {
+            levels.set(rule, Level::Warn).expect("known rule");
+        }
+        lint_file(&file, &levels)
+            .into_iter()
+            .filter(|f| f.rule == rule)
+            .collect()
+    }
+
+    /// Where `rule` fires in `src`: (line, column), both 1-based, of each finding's start.
+    pub(crate) fn hits(rule: &str, src: &str) -> Vec<(usize, usize)> {
+        findings(rule, src)
+            .iter()
+            .map(|f| {
+                let start = f.span.start();
+                (start.line, start.column + 1)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,75 @@
+//! `empty_cache_in_loop` (warn): `empty_cache()` (a method, `cuda.empty_cache()`, or a
+//! path call, `gpuscope::empty_cache()`) inside a loop. Emptying the cache every iteration
+//! hands blocks back to the driver only for the next iteration to allocate them again.
+
+use syn::Expr;
+use syn::spanned::Spanned;
+
+use crate::syntax::callee_name;
+use crate::visit::{Sink, State};
+use crate::{Level, Rule};
+
+pub(crate) const RULE: Rule = Rule {
+    name: "empty_cache_in_loop",
+    default: Level::Warn,
+    summary: "`empty_cache()` inside a loop frees cached blocks only to allocate them again next iteration",
+};
+
+pub(crate) fn check(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
+    if !st.in_loop() {
+        return;
+    }
+    let is_empty_cache = match e {
+        Expr::MethodCall(m) => m.method == "empty_cache",
+        Expr::Call(c) => callee_name(c).is_some_and(|name| name == "empty_cache"),
+        _ => false,
+    };
+    if is_empty_cache {
+        sink.emit(
+            &RULE,
+            e.span(),
+            "`empty_cache()` inside a loop returns cached blocks to the driver every iteration, so the next one pays for fresh device allocations".to_owned(),
+            "call `empty_cache()` once after the loop, or not at all: the caching allocator reuses freed blocks".to_owned(),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::hits;
+
+    const RULE: &str = "empty_cache_in_loop";
+
+    #[test]
+    fn fires_on_method_and_path_calls_in_loops() {
+        let src = r#"
+fn train(alloc: &Allocator, data: &[Batch]) {
+    for batch in data {
+        step(batch);
+        alloc.empty_cache();
+    }
+    loop {
+        if done() { break; }
+        gpuscope::cuda::empty_cache();
+    }
+}
+"#;
+        assert_eq!(hits(RULE, src), [(5, 9), (9, 9)]);
+    }
+
+    #[test]
+    fn after_the_loop_is_fine() {
+        let src = r#"
+fn train(alloc: &Allocator, data: &[Batch]) {
+    alloc.empty_cache();
+    for batch in data {
+        step(batch);
+        let stats = alloc.cache_stats();
+    }
+    alloc.empty_cache();
+    empty_cache();
+}
+"#;
+        assert_eq!(hits(RULE, src), []);
+    }
+}

@@ -1,0 +1,138 @@
+//! `out_of_place_update` (allow): `x = x + y`, `x = x.add(&y)`, `x = &x * &y` and the
+//! like, where `x` is the same place on both sides: each update allocates a new tensor and
+//! frees the old one, where an in-place `x.add_(&y)` reuses `x`'s memory. Off by default:
+//! in-place updates are wrong where autograd needs the old value. Literal operands
+//! (`i = i + 1`) and bindings of plain number types do not fire.
+
+use syn::spanned::Spanned;
+use syn::{BinOp, Expr};
+
+use crate::loss::Class;
+use crate::syntax::{chain_root, ident_of, obviously_not_tensor, same_place, show, strip};
+use crate::visit::{Sink, State};
+use crate::{Level, Rule};
+
+pub(crate) const RULE: Rule = Rule {
+    name: "out_of_place_update",
+    default: Level::Allow,
+    summary: "`x = x + y` allocates a new tensor where `x.add_(&y)` would update in place",
+};
+
+pub(crate) fn check(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
+    let Expr::Assign(assign) = e else { return };
+    let target = &assign.left;
+    // (in-place method, how the update is written, the other operand)
+    let (op, written, other) = match strip(&assign.right) {
+        Expr::Binary(b) => {
+            let (op, symbol) = match b.op {
+                BinOp::Add(_) => ("add", "+"),
+                BinOp::Sub(_) => ("sub", "-"),
+                BinOp::Mul(_) => ("mul", "*"),
+                BinOp::Div(_) => ("div", "/"),
+                _ => return,
+            };
+            let other = if same_place(&b.left, target) {
+                &*b.right
+            } else if (op == "add" || op == "mul") && same_place(&b.right, target) {
+                &*b.left
+            } else {
+                return;
+            };
+            (op, format!("{{place}} {symbol} {}", show(other)), other)
+        }
+        Expr::MethodCall(m) if m.args.len() == 1 && same_place(&m.receiver, target) => {
+            let op = match m.method.to_string().as_str() {
+                "add" => "add",
+                "sub" => "sub",
+                "mul" => "mul",
+                "div" => "div",
+                _ => return,
+            };
+            (
+                op,
+                format!("{{place}}.{op}({})", show(&m.args[0])),
+                &m.args[0],
+            )
+        }
+        _ => return,
+    };
+    if obviously_not_tensor(other) {
+        return;
+    }
+    if ident_of(chain_root(target))
+        .is_some_and(|ident| st.binding_class(&ident.to_string()) == Class::Detached)
+    {
+        return;
+    }
+    let place = show(strip(target));
+    let operand = show(strip(other));
+    sink.emit(
+        &RULE,
+        e.span(),
+        format!("`{place} = {}` allocates a new tensor for every update and frees the old one", written.replace("{place}", &place)),
+        format!("update in place: `{place}.{op}_(&{operand})` (only where autograd does not need the old value)"),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{findings, hits};
+
+    const RULE: &str = "out_of_place_update";
+
+    #[test]
+    fn fires_when_enabled_on_same_place_updates() {
+        let src = r#"
+fn update(w: Tensor, g: &Tensor, lr: &Tensor) {
+    let mut w = w;
+    w = w - g;
+    w = &w * lr;
+    w = w.add(&g);
+    self.weight = &self.weight - &(g * lr);
+    w = g + w;
+}
+"#;
+        assert_eq!(hits(RULE, src), [(4, 5), (5, 5), (6, 5), (7, 5), (8, 5)]);
+        let all = findings(RULE, src);
+        assert!(
+            all[2].message.starts_with("`w = w.add(&g)` allocates"),
+            "{}",
+            all[2].message
+        );
+        let f = &all[0];
+        assert_eq!(
+            f.message,
+            "`w = w - g` allocates a new tensor for every update and frees the old one"
+        );
+        assert!(
+            f.help.starts_with("update in place: `w.sub_(&g)`"),
+            "{}",
+            f.help
+        );
+    }
+
+    #[test]
+    fn off_by_default() {
+        let file: syn::File =
+            syn::parse_str("fn f(mut w: Tensor, g: Tensor) { w = w - g; }").unwrap();
+        assert!(crate::lint_file(&file, &crate::Levels::default()).is_empty());
+    }
+
+    #[test]
+    fn different_places_literals_and_numbers_do_not_fire() {
+        let src = r#"
+fn update(x: Tensor, y: Tensor, z: Tensor, mut n: usize) {
+    let mut x = x;
+    x = y + z;
+    x = y - x;
+    let mut i = 0;
+    i = i + 1;
+    x = x * 2.0;
+    n = n + n;
+    x = x.matmul(&y);
+    x += y;
+}
+"#;
+        assert_eq!(hits(RULE, src), []);
+    }
+}

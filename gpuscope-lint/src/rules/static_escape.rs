@@ -1,0 +1,163 @@
+//! `static_escape` (deny): a value stored into a `static` from inside a function: it lives
+//! until the process exits, and with it every tensor (and graph) it holds.
+//!
+//! Stores are assignments whose target is rooted at a static (`CACHE = Some(t)`,
+//! `*LAST.lock().unwrap() = t`), and storing methods (`set`, `get_or_init`, `push`,
+//! `insert`, `extend`, `replace`, ...) on a method chain rooted at one
+//! (`POOL.lock().unwrap().push(t)`, `CELL.set(t)`). A static is one declared in the file
+//! whose type is not plain data, or a SCREAMING_CASE path that is not a declared `const`.
+//! Inside `X.with(|c| ..)` on a static or `thread_local!`, `c` is the static; so is `g` after
+//! `let g = X.lock().unwrap();`. Values that are obviously not tensors (literals, strings)
+//! do not fire.
+
+use syn::spanned::Spanned;
+use syn::{BinOp, Expr};
+
+use crate::syntax::{chain_root, obviously_not_tensor, show};
+use crate::visit::{Sink, State};
+use crate::{Level, Rule};
+
+pub(crate) const RULE: Rule = Rule {
+    name: "static_escape",
+    default: Level::Deny,
+    summary: "a value stored into a `static` or `thread_local!` inside a function outlives every scope",
+};
+
+/// Methods that store their argument into the receiver.
+const STORING: &[&str] = &[
+    "set",
+    "get_or_init",
+    "get_or_try_init",
+    "get_or_insert",
+    "get_or_insert_with",
+    "push",
+    "push_back",
+    "push_front",
+    "insert",
+    "extend",
+    "append",
+    "replace",
+];
+
+pub(crate) fn check(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
+    let (target, values): (&Expr, Vec<&Expr>) = match e {
+        Expr::Assign(a) => (&a.left, vec![&*a.right]),
+        Expr::Binary(b) if is_compound_assign(&b.op) => (&b.left, vec![&*b.right]),
+        Expr::MethodCall(m) if STORING.iter().any(|s| m.method == s) => {
+            (&m.receiver, m.args.iter().collect())
+        }
+        _ => return,
+    };
+    let Some(name) = st.static_name(chain_root(target)) else {
+        return;
+    };
+    let Some(value) = values.into_iter().find(|v| !obviously_not_tensor(v)) else {
+        return;
+    };
+    let value = show(value);
+    let scope = if st.f.scoped {
+        ", past the end of this `#[gpu_scope]`"
+    } else {
+        ""
+    };
+    sink.emit(
+        &RULE,
+        e.span(),
+        format!("`{value}` is stored in static `{name}` and lives until the process exits{scope}: its GPU memory is never freed"),
+        "return the value to the caller (or pass an owner in by `&mut`); a real cache needs a bounded size and an explicit clear".to_owned(),
+    );
+}
+
+fn is_compound_assign(op: &BinOp) -> bool {
+    matches!(
+        op,
+        BinOp::AddAssign(_)
+            | BinOp::SubAssign(_)
+            | BinOp::MulAssign(_)
+            | BinOp::DivAssign(_)
+            | BinOp::RemAssign(_)
+            | BinOp::BitOrAssign(_)
+            | BinOp::BitAndAssign(_)
+            | BinOp::BitXorAssign(_)
+            | BinOp::ShlAssign(_)
+            | BinOp::ShrAssign(_)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{findings, hits};
+
+    const RULE: &str = "static_escape";
+
+    #[test]
+    fn fires_on_assignment_set_and_push() {
+        let src = r#"
+static mut LAST: Option<Tensor> = None;
+static BEST: OnceLock<Tensor> = OnceLock::new();
+fn f(t: Tensor, u: Tensor, v: Tensor, w: Tensor) {
+    unsafe { LAST = Some(t.clone()) };
+    BEST.set(u).ok();
+    HISTORY.lock().unwrap().push(v);
+    *CURRENT.write().unwrap() = w;
+    let first = FIRST.get_or_init(|| make_tensor());
+}
+"#;
+        assert_eq!(hits(RULE, src), [(5, 14), (6, 5), (7, 5), (8, 5), (9, 17)]);
+        let f = &findings(RULE, src)[0];
+        assert_eq!(
+            f.message,
+            "`Some(..)` is stored in static `LAST` and lives until the process exits: its GPU memory is never freed"
+        );
+        assert!(f.help.starts_with("return the value"));
+    }
+
+    #[test]
+    fn fires_through_thread_local_with_and_guards() {
+        let src = r#"
+thread_local! {
+    static ACTIVATIONS: RefCell<Vec<Tensor>> = RefCell::new(Vec::new());
+    static Stash: RefCell<Option<Tensor>> = RefCell::new(None);
+}
+fn f(a: Tensor, b: Tensor, c: Tensor, d: Tensor) {
+    ACTIVATIONS.with(|acts| acts.borrow_mut().push(a));
+    Stash.with(|s| *s.borrow_mut() = Some(b));
+    ACTIVATIONS.with_borrow_mut(|v| v.push(c));
+    let mut guard = POOL.lock().unwrap();
+    guard.insert(1, d);
+}
+"#;
+        assert_eq!(hits(RULE, src), [(7, 29), (8, 20), (9, 37), (11, 5)]);
+        assert!(findings(RULE, src)[1].message.contains("static `Stash`"));
+    }
+
+    #[test]
+    fn ignores_consts_locals_plain_statics_and_literals() {
+        let src = r#"
+const EMPTY: Mutex<Vec<Tensor>> = Mutex::new(Vec::new());
+static STEPS: AtomicUsize = AtomicUsize::new(0);
+static mut COUNT: usize = 0;
+static NAMES: Mutex<Vec<String>> = Mutex::new(Vec::new());
+fn f(t: Tensor, n: usize, name: &str) -> Tensor {
+    EMPTY.lock().unwrap().push(t.clone());
+    unsafe { COUNT = n; COUNT += 1; }
+    NAMES.lock().unwrap().push(name.to_string());
+    READY.set(true);
+    let mut cache = Vec::new();
+    cache.push(t.clone());
+    let CACHE = Vec::new();
+    CACHE.push(t.clone());
+    LOG.with(|l| l.borrow().len());
+    let x = CACHE2.lock().unwrap().get(0).cloned();
+    t
+}
+"#;
+        assert_eq!(hits(RULE, src), []);
+    }
+
+    #[test]
+    fn closure_given_to_other_methods_is_not_the_static() {
+        let src = "fn f(t: Tensor) { LOG.map(|v| v.push(t.clone())); items.with(|v| v.push(t.clone())); }";
+        assert_eq!(hits(RULE, src), []);
+    }
+}
