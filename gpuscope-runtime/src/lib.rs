@@ -16,6 +16,8 @@
 //! - [`scope`]: per-thread scopes that own the tensors made inside them, escape by
 //!   return, [`keep`], leak reports through `tracing`, [`report_live`].
 //! - [`grad`]: grad mode ([`no_grad`]).
+//! - [`autograd`]: the recorded graph and `Tensor::backward`; saved tensors live exactly as long as the graph.
+//! - [`optim`]: optimizers ([`Sgd`](optim::Sgd), [`AdamW`](optim::AdamW)) and [`fit_batch_size`](optim::fit_batch_size).
 //! - [`trace`]: record an allocator's trace and replay traces through it.
 //!
 //! ```
@@ -27,9 +29,11 @@
 //! ```
 
 pub mod alloc;
+pub mod autograd;
 pub mod backend;
 pub mod device;
 pub mod grad;
+pub mod optim;
 pub mod scope;
 pub mod tensor;
 pub mod trace;
@@ -38,6 +42,7 @@ pub use device::{Device, DeviceBuffer, DeviceError};
 pub use grad::{is_grad_enabled, no_grad};
 pub use scope::{LeakPolicy, ScopeValue, keep, report_live};
 pub use tensor::{DType, Tensor, TensorError};
+pub use optim::{AdamW, Optimizer, Sgd, fit_batch_size};
 
 /// Formats a byte count for people: `512 B`, `1.50 KiB`, `2.00 GiB`.
 ///

@@ -10,6 +10,11 @@
 //! - `copy`: reading back (`to_vec`, `item`), copies between devices, `record_stream`.
 //! - `cuda_view`: cudarc's `DevicePtr`/`DevicePtrMut` for tensors on CUDA, so your own
 //!   kernels can take them.
+//! - [`kernels`] (in `src/kernels/`): the CUDA C kernels, compiled once by NVRTC and
+//!   loaded once per device, and the cuBLAS handles.
+//! - [`ops`]: arithmetic with broadcasting, in-place updates, activations, reductions,
+//!   softmax, losses, matmul, reshape and transpose, on the host and on CUDA, each
+//!   recording its backward step for [autograd](crate::autograd) when it should.
 
 mod copy;
 mod create;
@@ -17,16 +22,22 @@ mod create;
 mod cuda_view;
 pub mod dtype;
 pub mod random;
+// The CUDA kernels' source and caches live in `src/kernels/` (next to `autograd/` and
+// `optim/`); they are reached as `tensor::kernels`.
+#[path = "../kernels/mod.rs"]
+pub mod kernels;
+pub mod ops;
 mod storage;
 
 use std::sync::{Arc, Mutex};
 
-pub use dtype::{DType, Element};
-pub use random::{Generator, manual_seed};
 #[cfg(feature = "cuda")]
 pub use cuda_view::CudaView;
+pub use dtype::{DType, Element};
+pub use random::{Generator, manual_seed};
 
 use crate::alloc::AllocError;
+use crate::autograd::Node;
 use crate::backend::{BackendError, DeviceAddr, StreamId};
 use crate::device::Device;
 use crate::scope::TrackRecord;
@@ -60,7 +71,9 @@ pub enum TensorError {
         asked: DType,
     },
     /// `item()` on a tensor with more than one element.
-    #[error("item() needs a tensor of one element; this one has shape {0:?} — reduce it (sum/mean) or index it first")]
+    #[error(
+        "item() needs a tensor of one element; this one has shape {0:?} — reduce it (sum/mean) or index it first"
+    )]
     NotScalar(Vec<usize>),
     /// An operation needs tensors on one device.
     #[error("tensors are on different devices: {0} and {1}")]
@@ -68,6 +81,46 @@ pub enum TensorError {
     /// The operation is not available on this device.
     #[error("{0}")]
     Unsupported(String),
+    /// Shapes an operation cannot combine (broadcasting, matmul, losses).
+    #[error("{op}: shapes {lhs:?} and {rhs:?} do not fit: {reason}")]
+    ShapeMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The first operand's shape.
+        lhs: Vec<usize>,
+        /// The second operand's shape.
+        rhs: Vec<usize>,
+        /// Why they do not fit.
+        reason: String,
+    },
+    /// An argument out of range: an axis, a class index, a reshape that changes the
+    /// number of elements.
+    #[error("{op}: {reason}")]
+    InvalidArgument {
+        /// The operation.
+        op: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Autograd was used in a way it cannot follow: `backward()` twice through one
+    /// graph, on a tensor that needs no gradient, an in-place change of a tensor that
+    /// requires grad while grad mode is on.
+    #[error("autograd: {0}")]
+    Autograd(String),
+}
+
+impl TensorError {
+    /// Whether this error is the allocator running out of memory (what
+    /// [`fit_batch_size`](crate::optim::fit_batch_size) catches).
+    pub fn is_out_of_memory(&self) -> bool {
+        match self {
+            TensorError::Alloc(AllocError::OutOfMemory(_)) => true,
+            TensorError::Alloc(AllocError::Backend(b)) | TensorError::Backend(b) => {
+                b.is_out_of_memory()
+            }
+            _ => false,
+        }
+    }
 }
 
 /// A tensor. Cloning it is cheap and shares the storage (like a PyTorch tensor
@@ -86,17 +139,39 @@ pub struct Tensor {
 }
 
 struct Inner {
-    storage: Storage,
+    /// Shared by views ([`Tensor::reshape`], [`Tensor::detach`]).
+    storage: Arc<Storage>,
     shape: Vec<usize>,
     dtype: DType,
     requires_grad: std::sync::atomic::AtomicBool,
     grad: Mutex<Option<Tensor>>,
+    /// The autograd node that made it (`None`: a leaf, or made while nothing recorded).
+    grad_fn: Option<Arc<Node>>,
+}
+
+/// A handle to a tensor that does not keep it alive (autograd's edge to a leaf).
+#[derive(Clone)]
+pub(crate) struct WeakTensor(std::sync::Weak<Inner>);
+
+impl WeakTensor {
+    /// The tensor, if it is still alive.
+    pub(crate) fn upgrade(&self) -> Option<Tensor> {
+        self.0.upgrade().map(|inner| Tensor { inner })
+    }
 }
 
 impl std::fmt::Debug for Tensor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Tensor({}{:?} on {}", self.dtype(), self.shape(), self.device().description())?;
-        if self.requires_grad() {
+        write!(
+            f,
+            "Tensor({}{:?} on {}",
+            self.dtype(),
+            self.shape(),
+            self.device().description()
+        )?;
+        if let Some(node) = &self.inner.grad_fn {
+            write!(f, ", grad_fn={}", node.name())?;
+        } else if self.requires_grad() {
             write!(f, ", requires_grad")?;
         }
         write!(f, ")")
@@ -105,6 +180,15 @@ impl std::fmt::Debug for Tensor {
 
 impl Tensor {
     pub(crate) fn from_storage(storage: Storage, shape: Vec<usize>, dtype: DType) -> Tensor {
+        Tensor::view_of(Arc::new(storage), shape, dtype, None)
+    }
+
+    fn view_of(
+        storage: Arc<Storage>,
+        shape: Vec<usize>,
+        dtype: DType,
+        grad_fn: Option<Arc<Node>>,
+    ) -> Tensor {
         Tensor {
             inner: Arc::new(Inner {
                 storage,
@@ -112,8 +196,36 @@ impl Tensor {
                 dtype,
                 requires_grad: std::sync::atomic::AtomicBool::new(false),
                 grad: Mutex::new(None),
+                grad_fn,
             }),
         }
+    }
+
+    /// The same storage under another shape (same number of elements), made by `node`
+    /// when it is given.
+    pub(crate) fn view_with(&self, shape: Vec<usize>, grad_fn: Option<Arc<Node>>) -> Tensor {
+        Tensor::view_of(self.inner.storage.clone(), shape, self.inner.dtype, grad_fn)
+    }
+
+    /// This tensor as the output of `node` (same storage and shape).
+    pub(crate) fn with_grad_fn(self, node: Arc<Node>) -> Tensor {
+        let shape = self.inner.shape.clone();
+        self.view_with(shape, Some(node))
+    }
+
+    /// The autograd node that made it.
+    pub(crate) fn grad_fn(&self) -> Option<&Arc<Node>> {
+        self.inner.grad_fn.as_ref()
+    }
+
+    pub(crate) fn downgrade(&self) -> WeakTensor {
+        WeakTensor(Arc::downgrade(&self.inner))
+    }
+
+    /// Whether this handle is the only one to its storage (so autograd may hand it to a
+    /// leaf as its gradient without copying).
+    pub(crate) fn is_unique(&self) -> bool {
+        Arc::strong_count(&self.inner) == 1 && Arc::strong_count(&self.inner.storage) == 1
     }
 
     /// The shape.
@@ -156,20 +268,45 @@ impl Tensor {
         self.inner.storage.buffer.addr()
     }
 
-    /// Whether gradients are computed for it.
+    /// Whether gradients are computed for it: a leaf marked with
+    /// [`set_requires_grad`](Tensor::set_requires_grad), or the output of an operation
+    /// that recorded its backward step.
     pub fn requires_grad(&self) -> bool {
-        self.inner.requires_grad.load(std::sync::atomic::Ordering::Relaxed)
+        self.inner.grad_fn.is_some()
+            || self
+                .inner
+                .requires_grad
+                .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether it is a leaf of the autograd graph: made by a constructor (or under
+    /// `no_grad`, or by [`detach`](Tensor::detach)), not by a recorded operation. Only
+    /// leaves that require grad get `.grad` from `backward()`.
+    pub fn is_leaf(&self) -> bool {
+        self.inner.grad_fn.is_none()
+    }
+
+    /// The name of the operation that made it, when it recorded one (`"matmul"`,
+    /// `"add"`...).
+    pub fn grad_fn_name(&self) -> Option<&'static str> {
+        self.inner.grad_fn.as_ref().map(|n| n.name())
     }
 
     /// Sets whether gradients are computed for it (a leaf). Returns the tensor.
     pub fn set_requires_grad(self, on: bool) -> Tensor {
-        self.inner.requires_grad.store(on, std::sync::atomic::Ordering::Relaxed);
+        self.inner
+            .requires_grad
+            .store(on, std::sync::atomic::Ordering::Relaxed);
         self
     }
 
     /// Its accumulated gradient, if any.
     pub fn grad(&self) -> Option<Tensor> {
-        self.inner.grad.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.inner
+            .grad
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Replaces its gradient (`None`: set-to-none, as `zero_grad` does).
@@ -183,9 +320,9 @@ impl Tensor {
         self.inner.storage.record.as_ref()
     }
 
-    /// Whether two tensors share storage.
+    /// Whether two tensors share storage (clones and views of one another).
     pub fn same_storage(&self, other: &Tensor) -> bool {
-        Arc::ptr_eq(&self.inner, &other.inner)
+        Arc::ptr_eq(&self.inner.storage, &other.inner.storage)
     }
 }
 

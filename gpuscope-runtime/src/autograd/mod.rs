@@ -1,0 +1,167 @@
+//! Reverse-mode automatic differentiation: a tape recorded as operations run, walked
+//! backwards by [`Tensor::backward`].
+//!
+//! An operation records a [`Node`] when grad mode is on ([`crate::grad`]) and one of
+//! its inputs requires grad (a leaf marked with
+//! [`set_requires_grad`](Tensor::set_requires_grad), or the output of a recorded
+//! operation). The node keeps what its backward step needs (the *saved tensors*) and
+//! edges to its inputs' nodes; its output tensor holds the node. Nothing else holds
+//! device memory for the graph.
+//!
+//! Memory follows the graph exactly:
+//! - `backward()` runs each node's backward step once, frees the node's saved tensors
+//!   right after, and drops each intermediate gradient as soon as its last consumer has
+//!   run. When it returns, the graph holds no device memory; what remains are the
+//!   leaves' `.grad`.
+//! - A graph that is never walked is freed when its last output is dropped.
+//! - Under [`no_grad`](crate::no_grad) nothing is recorded, so intermediate results die
+//!   as soon as the next operation has read them: evaluation peaks lower.
+//! - [`Tensor::item`] and [`Tensor::detach`] keep no graph.
+//!
+//! Gradients of leaves are accumulated: a leaf without `.grad` gets the gradient
+//! (a tensor of its own: made at the `backward()` line, and adopted by the scope
+//! around the one it was made in, like [`keep`](crate::keep) does, so a training
+//! step's scope does not report it); a leaf that has one gets the new gradient added
+//! in place, without allocating. Set them to `None` between steps (the optimizers'
+//! `zero_grad`).
+//!
+//! ```
+//! use gpuscope_runtime::{Device, Tensor};
+//! let dev = Device::host().unwrap();
+//! let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3], &dev).unwrap().set_requires_grad(true);
+//! let x = Tensor::from_slice(&[4.0f32, 5.0, 6.0], &[3], &dev).unwrap();
+//! let loss = w.mul(&x).unwrap().sum().unwrap(); // Σ w·x
+//! loss.backward().unwrap();
+//! assert_eq!(w.grad().unwrap().to_vec::<f32>().unwrap(), vec![4.0, 5.0, 6.0]);
+//! assert!(x.grad().is_none()); // x does not require grad
+//! ```
+
+mod engine;
+
+use std::sync::{Arc, Mutex};
+
+use crate::grad::is_grad_enabled;
+use crate::tensor::ops::Site;
+use crate::tensor::{Tensor, TensorError, WeakTensor};
+
+/// Gradients for a node's inputs, in order (`None`: no gradient for that input).
+pub(crate) type Grads = Vec<Option<Tensor>>;
+
+/// A node's backward step: given the gradient of its output, which inputs need a
+/// gradient, and the creation site for what it allocates, the inputs' gradients.
+pub(crate) type BackwardFn =
+    Box<dyn FnOnce(&Tensor, &[bool], Site) -> Result<Grads, TensorError> + Send>;
+
+/// Where a gradient goes.
+pub(crate) enum Edge {
+    /// The input needs no gradient.
+    None,
+    /// A leaf that requires grad: the gradient accumulates into its `.grad` (weak, so
+    /// the graph does not keep parameters alive).
+    Leaf(WeakTensor),
+    /// The output of another recorded operation.
+    Node(Arc<Node>),
+}
+
+/// One recorded operation.
+pub struct Node {
+    name: &'static str,
+    site: Site,
+    /// The output's shape (what the incoming gradient must have).
+    shape: Vec<usize>,
+    backward: Mutex<Option<BackwardFn>>,
+    edges: Vec<Edge>,
+}
+
+impl Node {
+    /// The operation's name (`"matmul"`, `"add"`, ...).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The line that ran the operation.
+    pub fn site(&self) -> Site {
+        self.site
+    }
+
+    /// Whether its saved tensors are still held (not yet walked by `backward()`).
+    pub fn is_pending(&self) -> bool {
+        self.backward
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Node({} at {}:{})",
+            self.name,
+            self.site.file(),
+            self.site.line()
+        )
+    }
+}
+
+/// Whether an operation on `inputs` records its backward step now.
+#[inline]
+pub(crate) fn should_record(inputs: &[&Tensor]) -> bool {
+    is_grad_enabled() && inputs.iter().any(|t| t.requires_grad())
+}
+
+fn edge_of(t: &Tensor) -> Edge {
+    match t.grad_fn() {
+        Some(node) => Edge::Node(node.clone()),
+        None if t.requires_grad() => Edge::Leaf(t.downgrade()),
+        None => Edge::None,
+    }
+}
+
+/// Makes `out` the output of a new node named `name` over `inputs` whose backward step
+/// is `backward`.
+pub(crate) fn record(
+    out: Tensor,
+    name: &'static str,
+    inputs: &[&Tensor],
+    site: Site,
+    backward: impl FnOnce(&Tensor, &[bool], Site) -> Result<Grads, TensorError> + Send + 'static,
+) -> Tensor {
+    let node = Node {
+        name,
+        site,
+        shape: out.shape().to_vec(),
+        backward: Mutex::new(Some(Box::new(backward))),
+        edges: inputs.iter().map(|t| edge_of(t)).collect(),
+    };
+    out.with_grad_fn(Arc::new(node))
+}
+
+impl Tensor {
+    /// Computes the gradient of this one-element tensor (a loss) with respect to every
+    /// leaf that requires grad and adds it to the leaf's `.grad`. Frees the graph as it
+    /// goes: a second `backward()` through it is an error. Tensors it allocates are
+    /// created at the caller's line.
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let dev = Device::host().unwrap();
+    /// let x = Tensor::from_slice(&[3.0f64], &[1], &dev).unwrap().set_requires_grad(true);
+    /// let y = x.mul(&x).unwrap().sum().unwrap(); // x²
+    /// y.backward().unwrap();
+    /// assert_eq!(x.grad().unwrap().item().unwrap(), 6.0);
+    /// assert!(y.backward().is_err()); // the graph is gone
+    /// ```
+    #[track_caller]
+    pub fn backward(&self) -> Result<(), TensorError> {
+        engine::backward(self, None, std::panic::Location::caller())
+    }
+
+    /// As [`backward`](Tensor::backward), starting from `grad` (the gradient of some
+    /// scalar with respect to this tensor; same shape) instead of 1.
+    #[track_caller]
+    pub fn backward_with(&self, grad: &Tensor) -> Result<(), TensorError> {
+        engine::backward(self, Some(grad), std::panic::Location::caller())
+    }
+}

@@ -1,0 +1,602 @@
+//! Host kernels: plain loops over the tensors' memory (on the host backend a device
+//! address is a host pointer), generic over `f32` and `f64`; matmul through
+//! `matrixmultiply`'s `sgemm`/`dgemm`.
+//!
+//! Callers guarantee what the `unsafe` accessors need: the tensors are on the host
+//! backend, have the element type asked for, and an output does not overlap an input
+//! (outputs are fresh allocations; in-place operations copy an overlapping operand
+//! first).
+
+use std::ops::{Add, AddAssign, Div, Mul, Neg, Sub};
+
+use super::super::{DType, Element, Tensor, TensorError};
+use super::broadcast::Broadcast;
+use super::elementwise::{BinaryOp, UnaryOp};
+
+/// The float element types the host kernels compute in.
+pub(crate) trait Float:
+    Element
+    + PartialOrd
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Neg<Output = Self>
+    + AddAssign
+{
+    const ZERO: Self;
+    const ONE: Self;
+    fn of(v: f64) -> Self;
+    fn tanh(self) -> Self;
+    /// `c = alpha * op(a) @ op(b) + beta * c` with row and column strides.
+    ///
+    /// # Safety
+    /// The pointers and strides describe valid `m×k`, `k×n` and `m×n` matrices.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn gemm(
+        m: usize,
+        k: usize,
+        n: usize,
+        a: *const Self,
+        rsa: isize,
+        csa: isize,
+        b: *const Self,
+        rsb: isize,
+        csb: isize,
+        c: *mut Self,
+        rsc: isize,
+        csc: isize,
+    );
+}
+
+macro_rules! float {
+    ($t:ty, $gemm:path) => {
+        impl Float for $t {
+            const ZERO: Self = 0.0;
+            const ONE: Self = 1.0;
+            #[inline]
+            fn of(v: f64) -> Self {
+                v as $t
+            }
+            #[inline]
+            fn tanh(self) -> Self {
+                <$t>::tanh(self)
+            }
+            unsafe fn gemm(
+                m: usize,
+                k: usize,
+                n: usize,
+                a: *const Self,
+                rsa: isize,
+                csa: isize,
+                b: *const Self,
+                rsb: isize,
+                csb: isize,
+                c: *mut Self,
+                rsc: isize,
+                csc: isize,
+            ) {
+                // SAFETY: the caller's promise.
+                unsafe { $gemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
+            }
+        }
+    };
+}
+float!(f32, matrixmultiply::sgemm);
+float!(f64, matrixmultiply::dgemm);
+
+/// The elements of a host tensor.
+///
+/// # Safety
+/// `t` is on the host backend, holds `T`, and nothing writes it meanwhile.
+pub(crate) unsafe fn slice<T: Element>(t: &Tensor) -> &[T] {
+    debug_assert_eq!(t.dtype(), T::DTYPE);
+    // SAFETY: the caller's promise; host addresses are pointers aligned to 256 bytes.
+    unsafe { std::slice::from_raw_parts(t.addr().0 as *const T, t.numel()) }
+}
+
+/// The elements of a host tensor, writable.
+///
+/// # Safety
+/// As [`slice`], and nothing else reads or writes it meanwhile.
+#[allow(clippy::mut_from_ref)]
+pub(crate) unsafe fn slice_mut<T: Element>(t: &Tensor) -> &mut [T] {
+    debug_assert_eq!(t.dtype(), T::DTYPE);
+    // SAFETY: the caller's promise.
+    unsafe { std::slice::from_raw_parts_mut(t.addr().0 as *mut T, t.numel()) }
+}
+
+/// Runs `$body` with `$T` bound to the Rust type of float dtype `$dtype`.
+macro_rules! with_float {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        match $dtype {
+            DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            other => Err(TensorError::Unsupported(format!(
+                "host kernels need f32 or f64, not {other}"
+            ))),
+        }
+    };
+}
+
+#[inline]
+fn apply<T: Float>(op: BinaryOp, x: T, y: T) -> T {
+    match op {
+        BinaryOp::Add => x + y,
+        BinaryOp::Sub => x - y,
+        BinaryOp::Mul => x * y,
+        BinaryOp::Div => x / y,
+        BinaryOp::Right => y,
+    }
+}
+
+/// `out = a op b` following a broadcast plan. `out` may be `a` itself (in place), in
+/// which case `a`'s plan strides are contiguous.
+///
+/// # Safety
+/// See the module documentation; `out` may alias `a` only element for element.
+pub(crate) unsafe fn binary(
+    op: BinaryOp,
+    plan: &Broadcast,
+    out: &Tensor,
+    a: &Tensor,
+    b: &Tensor,
+) -> Result<(), TensorError> {
+    with_float!(out.dtype(), T => {
+        let (o, pa, pb) = (out.addr().0 as *mut T, a.addr().0 as *const T, b.addr().0 as *const T);
+        let total = out.numel();
+        if total == 0 {
+            return Ok(());
+        }
+        if plan.is_elementwise() {
+            for i in 0..total {
+                // SAFETY: i < numel of all three (same shape).
+                unsafe { *o.add(i) = apply::<T>(op, *pa.add(i), *pb.add(i)) };
+            }
+            return Ok(());
+        }
+        let nd = plan.dims.len();
+        let inner = plan.dims[nd - 1];
+        let (ia, ib) = (plan.sa[nd - 1], plan.sb[nd - 1]);
+        let mut idx = vec![0usize; nd];
+        let (mut offa, mut offb) = (0usize, 0usize);
+        let mut written = 0;
+        while written < total {
+            for j in 0..inner {
+                // SAFETY: the plan keeps every offset inside its operand.
+                unsafe { *o.add(written + j) = apply::<T>(op, *pa.add(offa + j * ia), *pb.add(offb + j * ib)) };
+            }
+            written += inner;
+            // Advance the outer dimensions like an odometer.
+            let mut d = nd - 1;
+            while d > 0 {
+                d -= 1;
+                idx[d] += 1;
+                offa += plan.sa[d];
+                offb += plan.sb[d];
+                if idx[d] < plan.dims[d] {
+                    break;
+                }
+                offa -= plan.sa[d] * plan.dims[d];
+                offb -= plan.sb[d] * plan.dims[d];
+                idx[d] = 0;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `out = a op s` (`op`: add or mul), or `out = s` for `Right`. `out` may be `a`.
+///
+/// # Safety
+/// See the module documentation.
+pub(crate) unsafe fn scalar(
+    op: BinaryOp,
+    out: &Tensor,
+    a: &Tensor,
+    s: f64,
+) -> Result<(), TensorError> {
+    with_float!(out.dtype(), T => {
+        let (o, pa) = (out.addr().0 as *mut T, a.addr().0 as *const T);
+        let s = T::of(s);
+        for i in 0..out.numel() {
+            // SAFETY: same length; element-for-element aliasing only.
+            unsafe { *o.add(i) = apply::<T>(op, *pa.add(i), s) };
+        }
+        Ok(())
+    })
+}
+
+/// `y += alpha * x`.
+///
+/// # Safety
+/// See the module documentation; `x` does not overlap `y`.
+pub(crate) unsafe fn axpy(y: &Tensor, x: &Tensor, alpha: f64) -> Result<(), TensorError> {
+    with_float!(y.dtype(), T => {
+        // SAFETY: distinct host tensors of the same length and type.
+        let (y, x) = unsafe { (slice_mut::<T>(y), slice::<T>(x)) };
+        let alpha = T::of(alpha);
+        for (y, x) in y.iter_mut().zip(x) {
+            *y += alpha * *x;
+        }
+        Ok(())
+    })
+}
+
+const SQRT_2_OVER_PI: f64 = 0.797_884_560_802_865_4;
+const GELU_C: f64 = 0.044_715;
+
+#[inline]
+fn gelu<T: Float>(x: T) -> T {
+    let inner = T::of(SQRT_2_OVER_PI) * (x + T::of(GELU_C) * x * x * x);
+    T::of(0.5) * x * (T::ONE + inner.tanh())
+}
+
+#[inline]
+fn gelu_grad<T: Float>(x: T) -> T {
+    let inner = T::of(SQRT_2_OVER_PI) * (x + T::of(GELU_C) * x * x * x);
+    let t = inner.tanh();
+    let dinner = T::of(SQRT_2_OVER_PI) * (T::ONE + T::of(3.0 * GELU_C) * x * x);
+    T::of(0.5) * (T::ONE + t) + T::of(0.5) * x * (T::ONE - t * t) * dinner
+}
+
+/// `out = op(a)`.
+///
+/// # Safety
+/// See the module documentation.
+pub(crate) unsafe fn unary(op: UnaryOp, out: &Tensor, a: &Tensor) -> Result<(), TensorError> {
+    with_float!(out.dtype(), T => {
+        // SAFETY: a fresh output and its input.
+        let (o, a) = unsafe { (slice_mut::<T>(out), slice::<T>(a)) };
+        for (o, &x) in o.iter_mut().zip(a) {
+            *o = match op {
+                UnaryOp::Neg => -x,
+                UnaryOp::Relu => if x > T::ZERO { x } else { T::ZERO },
+                UnaryOp::Gelu => gelu(x),
+                UnaryOp::Exp => x.exp(),
+                UnaryOp::Log => x.ln(),
+                UnaryOp::Sqrt => x.sqrt(),
+            };
+        }
+        Ok(())
+    })
+}
+
+/// `out = g * op'(x)`, `x` being the operation's input.
+///
+/// # Safety
+/// See the module documentation.
+pub(crate) unsafe fn unary_backward(
+    op: UnaryOp,
+    out: &Tensor,
+    g: &Tensor,
+    x: &Tensor,
+) -> Result<(), TensorError> {
+    with_float!(out.dtype(), T => {
+        // SAFETY: a fresh output and its inputs.
+        let (o, g, x) = unsafe { (slice_mut::<T>(out), slice::<T>(g), slice::<T>(x)) };
+        for ((o, &g), &x) in o.iter_mut().zip(g).zip(x) {
+            *o = match op {
+                UnaryOp::Relu => if x > T::ZERO { g } else { T::ZERO },
+                UnaryOp::Gelu => g * gelu_grad(x),
+                UnaryOp::Log => g / x,
+                UnaryOp::Sqrt => g / (T::of(2.0) * x.sqrt()),
+                UnaryOp::Neg => -g,
+                UnaryOp::Exp => g * x.exp(),
+            };
+        }
+        Ok(())
+    })
+}
+
+/// `out[o, i] = scale * Σ_l a[o, l, i]` for `a` viewed as `[outer, len, inner]`.
+///
+/// # Safety
+/// See the module documentation.
+pub(crate) unsafe fn reduce(
+    out: &Tensor,
+    a: &Tensor,
+    outer: usize,
+    len: usize,
+    inner: usize,
+    scale: f64,
+) -> Result<(), TensorError> {
+    with_float!(out.dtype(), T => {
+        // SAFETY: a fresh output and its input.
+        let (o, a) = unsafe { (slice_mut::<T>(out), slice::<T>(a)) };
+        if inner == 1 {
+            for (r, o) in o.iter_mut().enumerate().take(outer) {
+                // Accumulate rows in f64: sums of many f32 values stay accurate.
+                let s: f64 = a[r * len..(r + 1) * len].iter().map(|v| v.to_f64()).sum();
+                *o = T::of(s * scale);
+            }
+        } else {
+            o.fill(T::ZERO);
+            for r in 0..outer {
+                let dst = &mut o[r * inner..(r + 1) * inner];
+                for l in 0..len {
+                    let src = &a[(r * len + l) * inner..(r * len + l + 1) * inner];
+                    for (d, s) in dst.iter_mut().zip(src) {
+                        *d += *s;
+                    }
+                }
+                let sc = T::of(scale);
+                for d in dst.iter_mut() {
+                    *d = *d * sc;
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Row-wise softmax (or log-softmax) of `a` viewed as `[rows, cols]`.
+///
+/// # Safety
+/// See the module documentation.
+pub(crate) unsafe fn softmax(
+    out: &Tensor,
+    a: &Tensor,
+    cols: usize,
+    log: bool,
+) -> Result<(), TensorError> {
+    with_float!(out.dtype(), T => {
+        // SAFETY: a fresh output and its input.
+        let (o, a) = unsafe { (slice_mut::<T>(out), slice::<T>(a)) };
+        if cols == 0 {
+            return Ok(());
+        }
+        for (orow, arow) in o.chunks_exact_mut(cols).zip(a.chunks_exact(cols)) {
+            let mut max = arow[0];
+            for &x in arow {
+                if x > max || x != x {
+                    max = x;
+                }
+            }
+            let mut sum = T::ZERO;
+            for (o, &x) in orow.iter_mut().zip(arow) {
+                let e = (x - max).exp();
+                *o = e;
+                sum += e;
+            }
+            if log {
+                let lse = sum.ln();
+                for (o, &x) in orow.iter_mut().zip(arow) {
+                    *o = x - max - lse;
+                }
+            } else {
+                for o in orow.iter_mut() {
+                    *o = *o / sum;
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Backward of row-wise softmax given its output `y`: `y * (g - Σ g y)`; of
+/// log-softmax: `g - exp(y) * Σ g`.
+///
+/// # Safety
+/// See the module documentation.
+pub(crate) unsafe fn softmax_backward(
+    out: &Tensor,
+    g: &Tensor,
+    y: &Tensor,
+    cols: usize,
+    log: bool,
+) -> Result<(), TensorError> {
+    with_float!(out.dtype(), T => {
+        // SAFETY: a fresh output and its inputs.
+        let (o, g, y) = unsafe { (slice_mut::<T>(out), slice::<T>(g), slice::<T>(y)) };
+        if cols == 0 {
+            return Ok(());
+        }
+        for ((orow, grow), yrow) in o.chunks_exact_mut(cols).zip(g.chunks_exact(cols)).zip(y.chunks_exact(cols)) {
+            if log {
+                let mut s = T::ZERO;
+                for &gv in grow {
+                    s += gv;
+                }
+                for ((o, &gv), &yv) in orow.iter_mut().zip(grow).zip(yrow) {
+                    *o = gv - yv.exp() * s;
+                }
+            } else {
+                let mut s = T::ZERO;
+                for (&gv, &yv) in grow.iter().zip(yrow) {
+                    s += gv * yv;
+                }
+                for ((o, &gv), &yv) in orow.iter_mut().zip(grow).zip(yrow) {
+                    *o = yv * (gv - s);
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The class index of each row, checked against `cols`.
+pub(crate) fn targets(
+    op: &'static str,
+    t: &Tensor,
+    cols: usize,
+) -> Result<Vec<usize>, TensorError> {
+    let raw: Vec<i64> = match t.dtype() {
+        // SAFETY: a host tensor of that type, only read.
+        DType::I64 => unsafe { slice::<i64>(t) }.to_vec(),
+        // SAFETY: as above.
+        DType::I32 => unsafe { slice::<i32>(t) }
+            .iter()
+            .map(|&v| v as i64)
+            .collect(),
+        other => {
+            return Err(TensorError::Unsupported(format!(
+                "{op}: targets must be i64 or i32, not {other}"
+            )));
+        }
+    };
+    raw.into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            if v < 0 || v as usize >= cols {
+                Err(TensorError::InvalidArgument {
+                    op,
+                    reason: format!("target {v} of row {i} is not a class index in 0..{cols}"),
+                })
+            } else {
+                Ok(v as usize)
+            }
+        })
+        .collect()
+}
+
+/// `out = -mean_i logp[i, t_i]` (a scalar).
+///
+/// # Safety
+/// See the module documentation.
+pub(crate) unsafe fn nll(
+    out: &Tensor,
+    logp: &Tensor,
+    targets: &[usize],
+    cols: usize,
+) -> Result<(), TensorError> {
+    with_float!(out.dtype(), T => {
+        // SAFETY: a fresh output and its input.
+        let (o, lp) = unsafe { (slice_mut::<T>(out), slice::<T>(logp)) };
+        let rows = targets.len();
+        let s: f64 = targets.iter().enumerate().map(|(i, &t)| lp[i * cols + t].to_f64()).sum();
+        o[0] = T::of(if rows == 0 { f64::NAN } else { -s / rows as f64 });
+        Ok(())
+    })
+}
+
+/// Backward of [`nll`]: `out[i, j] = -g / rows` where `j == t_i`, else 0.
+///
+/// # Safety
+/// See the module documentation.
+pub(crate) unsafe fn nll_backward(
+    out: &Tensor,
+    g: &Tensor,
+    targets: &[usize],
+    cols: usize,
+) -> Result<(), TensorError> {
+    with_float!(out.dtype(), T => {
+        // SAFETY: a fresh output and the scalar gradient.
+        let (o, g) = unsafe { (slice_mut::<T>(out), slice::<T>(g)) };
+        o.fill(T::ZERO);
+        let rows = targets.len();
+        if rows == 0 {
+            return Ok(());
+        }
+        let v = -g[0] / T::of(rows as f64);
+        for (i, &t) in targets.iter().enumerate() {
+            o[i * cols + t] = v;
+        }
+        Ok(())
+    })
+}
+
+/// `c = op(a) @ op(b)`; `a` is `[m, k]` (`[k, m]` when `ta`), `b` is `[k, n]` (`[n, k]`
+/// when `tb`).
+///
+/// # Safety
+/// See the module documentation.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn matmul(
+    c: &Tensor,
+    a: &Tensor,
+    b: &Tensor,
+    m: usize,
+    k: usize,
+    n: usize,
+    ta: bool,
+    tb: bool,
+) -> Result<(), TensorError> {
+    with_float!(c.dtype(), T => {
+        let (rsa, csa) = if ta { (1, m as isize) } else { (k as isize, 1) };
+        let (rsb, csb) = if tb { (1, k as isize) } else { (n as isize, 1) };
+        // SAFETY: the shapes were checked against m, k, n; c is a fresh m×n tensor.
+        unsafe {
+            T::gemm(
+                m,
+                k,
+                n,
+                a.addr().0 as *const T,
+                rsa,
+                csa,
+                b.addr().0 as *const T,
+                rsb,
+                csb,
+                c.addr().0 as *mut T,
+                n as isize,
+                1,
+            )
+        };
+        Ok(())
+    })
+}
+
+/// `out = a` transposed, `a` being `[r, c]`.
+///
+/// # Safety
+/// See the module documentation.
+pub(crate) unsafe fn transpose(
+    out: &Tensor,
+    a: &Tensor,
+    r: usize,
+    c: usize,
+) -> Result<(), TensorError> {
+    with_float!(out.dtype(), T => {
+        // SAFETY: a fresh output and its input.
+        let (o, a) = unsafe { (slice_mut::<T>(out), slice::<T>(a)) };
+        for i in 0..r {
+            for j in 0..c {
+                o[j * r + i] = a[i * c + j];
+            }
+        }
+        Ok(())
+    })
+}
+
+/// One AdamW step in place (decoupled weight decay, bias-corrected moments).
+///
+/// # Safety
+/// See the module documentation; the four tensors are distinct.
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn adamw(
+    p: &Tensor,
+    g: &Tensor,
+    m: &Tensor,
+    v: &Tensor,
+    lr: f64,
+    beta1: f64,
+    beta2: f64,
+    eps: f64,
+    weight_decay: f64,
+    bias1: f64,
+    bias2: f64,
+) -> Result<(), TensorError> {
+    with_float!(p.dtype(), T => {
+        // SAFETY: four distinct host tensors of one length and type.
+        let (p, g, m, v) = unsafe { (slice_mut::<T>(p), slice::<T>(g), slice_mut::<T>(m), slice_mut::<T>(v)) };
+        let (b1, b2) = (T::of(beta1), T::of(beta2));
+        let decay = T::of(1.0 - lr * weight_decay);
+        let step = T::of(lr / bias1);
+        let bias2_sqrt = T::of(bias2.sqrt());
+        let eps = T::of(eps);
+        for i in 0..p.len() {
+            let gi = g[i];
+            m[i] = b1 * m[i] + (T::ONE - b1) * gi;
+            v[i] = b2 * v[i] + (T::ONE - b2) * gi * gi;
+            let denom = v[i].sqrt() / bias2_sqrt + eps;
+            p[i] = p[i] * decay - step * m[i] / denom;
+        }
+        Ok(())
+    })
+}

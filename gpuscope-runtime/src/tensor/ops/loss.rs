@@ -1,0 +1,141 @@
+//! Losses: cross-entropy (log-softmax then negative log-likelihood, as PyTorch's
+//! `cross_entropy`), `nll_loss` and mean squared error. All reduce with the mean.
+
+use std::panic::Location;
+
+use crate::autograd::{record, should_record};
+
+use super::{Exec, Site, Tensor, TensorError, alloc_like, check_float, exec_of, host};
+use crate::tensor::DType;
+
+/// Checks `[n, c]` scores against `[n]` integer targets; returns `(n, c)`.
+fn check_targets(
+    op: &'static str,
+    scores: &Tensor,
+    targets: &Tensor,
+) -> Result<(usize, usize), TensorError> {
+    check_float(op, scores)?;
+    if scores.device() != targets.device() {
+        return Err(TensorError::DeviceMismatch(
+            scores.device().description(),
+            targets.device().description(),
+        ));
+    }
+    if !matches!(targets.dtype(), DType::I64 | DType::I32) {
+        return Err(TensorError::Unsupported(format!(
+            "{op}: targets must be i64 or i32 class indices, not {}",
+            targets.dtype()
+        )));
+    }
+    if scores.ndim() != 2 || targets.ndim() != 1 || targets.shape()[0] != scores.shape()[0] {
+        return Err(TensorError::ShapeMismatch {
+            op,
+            lhs: scores.shape().to_vec(),
+            rhs: targets.shape().to_vec(),
+            reason: "expected scores [n, classes] and targets [n]".into(),
+        });
+    }
+    if scores.stream() != targets.stream() {
+        targets.record_stream(scores.stream())?;
+    }
+    Ok((scores.shape()[0], scores.shape()[1]))
+}
+
+/// Negative log-likelihood given log-probabilities, mean over rows.
+fn nll_at(logp: &Tensor, targets: &Tensor, site: Site) -> Result<Tensor, TensorError> {
+    let (rows, cols) = check_targets("nll_loss", logp, targets)?;
+    let out = alloc_like(&[], logp.dtype(), logp, site)?;
+    // Host: the targets are checked and read once, and kept for the backward step.
+    let host_targets = match exec_of("nll_loss", logp)? {
+        Exec::Host => {
+            let t = host::targets("nll_loss", targets, cols)?;
+            // SAFETY: a fresh scalar output and its host input.
+            unsafe { host::nll(&out, logp, &t, cols)? };
+            Some(t)
+        }
+        #[cfg(feature = "cuda")]
+        Exec::Cuda => {
+            super::cuda::nll(&out, logp, targets, rows, cols, site)?;
+            None
+        }
+    };
+    if !should_record(&[logp]) {
+        return Ok(out);
+    }
+    let targets = targets.clone();
+    let shape = logp.shape().to_vec();
+    let like = logp.detach();
+    Ok(record(out, "nll_loss", &[logp], site, move |g, _, site| {
+        let grad = alloc_like(&shape, like.dtype(), &like, site)?;
+        match &host_targets {
+            // SAFETY: a fresh output and the scalar gradient, on the host.
+            Some(t) => unsafe { host::nll_backward(&grad, g, t, cols)? },
+            #[cfg(feature = "cuda")]
+            None => super::cuda::nll_backward(&grad, g, &targets, rows, cols)?,
+            #[cfg(not(feature = "cuda"))]
+            None => {
+                let _ = (&targets, rows);
+                return Err(TensorError::Unsupported(
+                    "nll_loss backward without host targets".into(),
+                ));
+            }
+        }
+        Ok(vec![Some(grad)])
+    }))
+}
+
+impl Tensor {
+    /// Cross-entropy of logits `[n, classes]` against class indices `[n]` (`i64` or
+    /// `i32`), the mean over rows: `log_softmax` then [`nll_loss`](Tensor::nll_loss).
+    /// On the host a target outside `0..classes` is an error; on CUDA (where checking
+    /// would wait for the GPU) it makes the loss NaN.
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let dev = Device::host().unwrap();
+    /// let logits = Tensor::from_slice(&[0.0f64, 0.0, 0.0, 0.0], &[2, 2], &dev).unwrap();
+    /// let targets = Tensor::from_slice(&[0i64, 1], &[2], &dev).unwrap();
+    /// let loss = logits.cross_entropy(&targets).unwrap().item().unwrap();
+    /// assert!((loss - 2f64.ln()).abs() < 1e-12);
+    /// ```
+    #[track_caller]
+    pub fn cross_entropy(&self, targets: &Tensor) -> Result<Tensor, TensorError> {
+        let site = Location::caller();
+        check_targets("cross_entropy", self, targets)?;
+        let logp = super::reduce::softmax_at(self, true, site)?;
+        nll_at(&logp, targets, site)
+    }
+
+    /// Negative log-likelihood of log-probabilities `[n, classes]` against class
+    /// indices `[n]`: `-mean_i self[i, targets[i]]`.
+    #[track_caller]
+    pub fn nll_loss(&self, targets: &Tensor) -> Result<Tensor, TensorError> {
+        nll_at(self, targets, Location::caller())
+    }
+
+    /// Mean squared error against `target` (same shape): `mean((self - target)²)`.
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let dev = Device::host().unwrap();
+    /// let p = Tensor::from_slice(&[1.0f32, 2.0], &[2], &dev).unwrap();
+    /// let t = Tensor::from_slice(&[0.0f32, 4.0], &[2], &dev).unwrap();
+    /// assert_eq!(p.mse_loss(&t).unwrap().item().unwrap(), 2.5);
+    /// ```
+    #[track_caller]
+    pub fn mse_loss(&self, target: &Tensor) -> Result<Tensor, TensorError> {
+        let site = Location::caller();
+        if self.shape() != target.shape() {
+            return Err(TensorError::ShapeMismatch {
+                op: "mse_loss",
+                lhs: self.shape().to_vec(),
+                rhs: target.shape().to_vec(),
+                reason: "prediction and target must have one shape".into(),
+            });
+        }
+        let d = super::elementwise::binary_at(super::BinaryOp::Sub, self, target, site)?;
+        let sq = super::elementwise::binary_at(super::BinaryOp::Mul, &d, &d, site)?;
+        drop(d);
+        super::reduce::mean_at(&sq, site)
+    }
+}
