@@ -196,7 +196,7 @@ extern "C" __global__ void softmax_backward_$S(unsigned long long rows, unsigned
     }
 }
 
-__device__ __forceinline__ long long gs_target(const void* t, int is64, unsigned long long i) {
+__device__ __forceinline__ long long gs_target_$S(const void* t, int is64, unsigned long long i) {
     return is64 ? ((const long long*)t)[i] : (long long)((const int*)t)[i];
 }
 
@@ -205,7 +205,7 @@ extern "C" __global__ void nll_rows_$S(unsigned long long rows, unsigned long lo
         const $T* logp, const void* targets, int is64) {
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < rows;
          i += (unsigned long long)gridDim.x * blockDim.x) {
-        long long t = gs_target(targets, is64, i);
+        long long t = gs_target_$S(targets, is64, i);
         out[i] = (t < 0 || (unsigned long long)t >= cols) ? gs_nan_$S() : -logp[i * cols + t];
     }
 }
@@ -218,7 +218,7 @@ extern "C" __global__ void nll_backward_$S(unsigned long long rows, unsigned lon
     for (unsigned long long k = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; k < n;
          k += (unsigned long long)gridDim.x * blockDim.x) {
         unsigned long long i = k / cols, j = k % cols;
-        out[k] = (long long)j == gs_target(targets, is64, i) ? v : ($T)0;
+        out[k] = (long long)j == gs_target_$S(targets, is64, i) ? v : ($T)0;
     }
 }
 

@@ -1,0 +1,452 @@
+//! Every operation on CUDA against the same operation on the host, on random inputs:
+//! outputs and autograd gradients agree within float tolerance.
+//!
+//! Without a GPU (or without the CUDA driver) each test prints `skipped: <reason>` and
+//! passes.
+#![cfg(feature = "cuda")]
+
+use gpuscope_runtime::backend::cuda::unavailable_reason;
+use gpuscope_runtime::optim::{AdamW, Optimizer, Sgd};
+use gpuscope_runtime::tensor::{DType, Generator};
+use gpuscope_runtime::{Device, Tensor, TensorError, no_grad};
+
+/// The CUDA device, or `None` after printing why there is none.
+fn cuda() -> Option<Device> {
+    if let Some(reason) = unavailable_reason() {
+        println!("skipped: {reason}");
+        return None;
+    }
+    match Device::cuda(0) {
+        Ok(d) => Some(d),
+        Err(e) => {
+            println!("skipped: {e}");
+            None
+        }
+    }
+}
+
+fn host() -> Device {
+    Device::host().unwrap()
+}
+
+fn randn(shape: &[usize], seed: u64, dtype: DType) -> Tensor {
+    Tensor::randn_with(shape, dtype, &mut Generator::new(seed), &host()).unwrap()
+}
+
+fn uniform(shape: &[usize], seed: u64, lo: f64, hi: f64) -> Tensor {
+    let u = Tensor::rand_with(shape, DType::F64, &mut Generator::new(seed), &host()).unwrap();
+    let v: Vec<f32> = u
+        .to_vec::<f64>()
+        .unwrap()
+        .into_iter()
+        .map(|x| (lo + (hi - lo) * x) as f32)
+        .collect();
+    Tensor::from_vec(v, shape, &host()).unwrap()
+}
+
+fn close(name: &str, what: &str, a: &[f64], b: &[f64], tol: f64) {
+    assert_eq!(a.len(), b.len(), "{name}: {what}: lengths differ");
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let ok = (x - y).abs() <= tol * (1.0 + x.abs().max(y.abs())) || (x.is_nan() && y.is_nan());
+        assert!(ok, "{name}: {what}[{i}]: host {x}, cuda {y}");
+    }
+}
+
+/// Runs `f` on host copies and CUDA copies of `inputs` (float inputs require grad),
+/// backpropagates `Σ w ⊙ f(x)` with the same random `w`, and compares outputs and
+/// gradients.
+fn compare(
+    name: &str,
+    dev: &Device,
+    inputs: &[Tensor],
+    f: impl Fn(&[Tensor]) -> Result<Tensor, TensorError>,
+) {
+    compare_tol(name, dev, inputs, 2e-4, f)
+}
+
+fn compare_tol(
+    name: &str,
+    dev: &Device,
+    inputs: &[Tensor],
+    tol: f64,
+    f: impl Fn(&[Tensor]) -> Result<Tensor, TensorError>,
+) {
+    let run = |on: &Device| -> (Vec<f64>, Vec<Option<Vec<f64>>>) {
+        let leaves: Vec<Tensor> = inputs
+            .iter()
+            .map(|t| {
+                let c = t.to_device(on).unwrap();
+                if t.dtype().is_float() {
+                    c.set_requires_grad(true)
+                } else {
+                    c
+                }
+            })
+            .collect();
+        let out = f(&leaves).unwrap_or_else(|e| panic!("{name} on {}: {e}", on.description()));
+        let w = randn(out.shape(), 4242, out.dtype()).to_device(on).unwrap();
+        let values = out.to_f64_vec().unwrap();
+        out.mul(&w).unwrap().sum().unwrap().backward().unwrap();
+        let grads = leaves
+            .iter()
+            .map(|l| l.grad().map(|g| g.to_f64_vec().unwrap()))
+            .collect();
+        (values, grads)
+    };
+    let (hv, hg) = run(&host());
+    let (cv, cg) = run(dev);
+    close(name, "output", &hv, &cv, tol);
+    for (i, (h, c)) in hg.iter().zip(&cg).enumerate() {
+        match (h, c) {
+            (Some(h), Some(c)) => close(name, &format!("grad {i}"), h, c, tol),
+            (None, None) => {}
+            _ => panic!("{name}: gradient {i} exists on one device only"),
+        }
+    }
+}
+
+#[test]
+fn elementwise_and_broadcasting() {
+    let Some(dev) = cuda() else { return };
+    let f = DType::F32;
+    let (a, b) = (randn(&[37, 19], 1, f), uniform(&[37, 19], 2, 0.5, 2.0));
+    let (row, col, s) = (
+        uniform(&[19], 3, 0.5, 2.0),
+        uniform(&[37, 1], 4, 0.5, 2.0),
+        uniform(&[], 5, 0.5, 2.0),
+    );
+    compare("add", &dev, &[a.clone(), b.clone()], |x| x[0].add(&x[1]));
+    compare("sub", &dev, &[a.clone(), b.clone()], |x| x[0].sub(&x[1]));
+    compare("mul", &dev, &[a.clone(), b.clone()], |x| x[0].mul(&x[1]));
+    compare("div", &dev, &[a.clone(), b.clone()], |x| x[0].div(&x[1]));
+    compare("add row", &dev, &[a.clone(), row.clone()], |x| {
+        x[0].add(&x[1])
+    });
+    compare("div row", &dev, &[a.clone(), row.clone()], |x| {
+        x[0].div(&x[1])
+    });
+    compare("mul column", &dev, &[a.clone(), col.clone()], |x| {
+        x[0].mul(&x[1])
+    });
+    compare("sub scalar tensor", &dev, &[a.clone(), s], |x| {
+        x[0].sub(&x[1])
+    });
+    compare(
+        "outer",
+        &dev,
+        &[randn(&[37, 1], 6, f), randn(&[1, 19], 7, f)],
+        |x| x[0].mul(&x[1]),
+    );
+    compare(
+        "4-D broadcast",
+        &dev,
+        &[randn(&[3, 4, 5, 6], 8, f), randn(&[4, 1, 6], 9, f)],
+        |x| x[0].add(&x[1]),
+    );
+    compare("add_scalar", &dev, std::slice::from_ref(&a), |x| {
+        x[0].add_scalar(0.75)
+    });
+    compare("mul_scalar", &dev, std::slice::from_ref(&a), |x| {
+        x[0].mul_scalar(-1.25)
+    });
+    compare("neg", &dev, std::slice::from_ref(&a), |x| x[0].neg());
+    // Large enough for many blocks and the grid-stride loop.
+    let big = randn(&[1 << 22], 10, f);
+    compare("relu (4M)", &dev, &[big], |x| x[0].relu());
+}
+
+#[test]
+fn activations() {
+    let Some(dev) = cuda() else { return };
+    let a = randn(&[64, 33], 11, DType::F32);
+    compare("relu", &dev, std::slice::from_ref(&a), |x| x[0].relu());
+    compare("gelu", &dev, std::slice::from_ref(&a), |x| x[0].gelu());
+    compare("exp", &dev, std::slice::from_ref(&a), |x| x[0].exp());
+    let p = uniform(&[64, 33], 12, 0.1, 4.0);
+    compare("log", &dev, std::slice::from_ref(&p), |x| x[0].log());
+    compare("sqrt", &dev, &[p], |x| x[0].sqrt());
+}
+
+#[test]
+fn reductions_and_softmax() {
+    let Some(dev) = cuda() else { return };
+    let a = randn(&[7, 300, 5], 13, DType::F32);
+    compare("sum", &dev, std::slice::from_ref(&a), |x| x[0].sum());
+    compare("mean", &dev, std::slice::from_ref(&a), |x| x[0].mean());
+    for axis in [0isize, 1, 2] {
+        for keepdim in [false, true] {
+            compare(
+                &format!("sum_axis({axis}, {keepdim})"),
+                &dev,
+                std::slice::from_ref(&a),
+                |x| x[0].sum_axis(axis, keepdim),
+            );
+            compare(
+                &format!("mean_axis({axis}, {keepdim})"),
+                &dev,
+                std::slice::from_ref(&a),
+                |x| x[0].mean_axis(axis, keepdim),
+            );
+        }
+    }
+    compare_tol(
+        "sum of 1M",
+        &dev,
+        &[randn(&[1 << 20], 14, DType::F32)],
+        1e-3,
+        |x| x[0].sum(),
+    );
+    for cols in [1usize, 10, 255, 256, 257, 1000] {
+        let s = randn(&[9, cols], 15, DType::F32).mul_scalar(3.0).unwrap();
+        compare(
+            &format!("softmax cols={cols}"),
+            &dev,
+            std::slice::from_ref(&s),
+            |x| x[0].softmax(),
+        );
+        compare(&format!("log_softmax cols={cols}"), &dev, &[s], |x| {
+            x[0].log_softmax()
+        });
+    }
+}
+
+#[test]
+fn losses() {
+    let Some(dev) = cuda() else { return };
+    let logits = randn(&[300, 10], 16, DType::F32);
+    let labels: Vec<i64> = (0..300).map(|i| (i * 7 % 10) as i64).collect();
+    let t64 = Tensor::from_vec(labels.clone(), &[300], &host()).unwrap();
+    let t32 = Tensor::from_vec(
+        labels.iter().map(|&v| v as i32).collect::<Vec<_>>(),
+        &[300],
+        &host(),
+    )
+    .unwrap();
+    compare(
+        "cross_entropy i64",
+        &dev,
+        &[logits.clone(), t64.clone()],
+        |x| x[0].cross_entropy(&x[1]),
+    );
+    compare("cross_entropy i32", &dev, &[logits.clone(), t32], |x| {
+        x[0].cross_entropy(&x[1])
+    });
+    compare("nll_loss", &dev, &[logits, t64], |x| {
+        x[0].log_softmax()?.nll_loss(&x[1])
+    });
+    compare(
+        "mse_loss",
+        &dev,
+        &[
+            randn(&[31, 7], 17, DType::F32),
+            randn(&[31, 7], 18, DType::F32),
+        ],
+        |x| x[0].mse_loss(&x[1]),
+    );
+    // A target out of range: an error on the host, NaN on CUDA.
+    let bad = Tensor::from_slice(&[0i64, 12], &[2], &dev).unwrap();
+    let l = randn(&[2, 10], 19, DType::F32).to_device(&dev).unwrap();
+    assert!(l.cross_entropy(&bad).unwrap().item().unwrap().is_nan());
+}
+
+#[test]
+fn matmuls_and_shapes() {
+    let Some(dev) = cuda() else { return };
+    let f = DType::F32;
+    let (a, b) = (randn(&[65, 130], 20, f), randn(&[130, 33], 21, f));
+    let (at, bt) = (randn(&[130, 65], 22, f), randn(&[33, 130], 23, f));
+    compare("matmul", &dev, &[a.clone(), b.clone()], |x| {
+        x[0].matmul(&x[1])
+    });
+    compare("matmul aᵀ b", &dev, &[at.clone(), b.clone()], |x| {
+        x[0].matmul_t(&x[1], true, false)
+    });
+    compare("matmul a bᵀ", &dev, &[a.clone(), bt.clone()], |x| {
+        x[0].matmul_t(&x[1], false, true)
+    });
+    compare("matmul aᵀ bᵀ", &dev, &[at, bt], |x| {
+        x[0].matmul_t(&x[1], true, true)
+    });
+    compare(
+        "matvec-like",
+        &dev,
+        &[randn(&[1, 130], 24, f), b.clone()],
+        |x| x[0].matmul(&x[1]),
+    );
+    compare("reshape", &dev, std::slice::from_ref(&a), |x| {
+        x[0].reshape(&[130, 65])
+    });
+    compare("transpose", &dev, &[a], |x| x[0].transpose());
+}
+
+#[test]
+fn f64_on_cuda() {
+    let Some(dev) = cuda() else { return };
+    let d = DType::F64;
+    let (a, b) = (randn(&[20, 30], 25, d), randn(&[30, 10], 26, d));
+    let t = Tensor::from_vec(
+        (0..20).map(|i| (i % 10) as i64).collect::<Vec<_>>(),
+        &[20],
+        &host(),
+    )
+    .unwrap();
+    compare_tol("mlp f64", &dev, &[a, b, t], 1e-10, |x| {
+        x[0].matmul(&x[1])?.gelu()?.cross_entropy(&x[2])
+    });
+}
+
+#[test]
+fn in_place_ops() {
+    let Some(dev) = cuda() else { return };
+    let a = randn(&[40, 12], 27, DType::F32);
+    let b = randn(&[40, 12], 28, DType::F32);
+    let row = randn(&[12], 29, DType::F32);
+    let both = |f: &dyn Fn(&Tensor, &Tensor, &Tensor)| {
+        let (ha, hb, hr) = (
+            a.deep_clone().unwrap(),
+            b.deep_clone().unwrap(),
+            row.deep_clone().unwrap(),
+        );
+        let (ca, cb, cr) = (
+            a.to_device(&dev).unwrap(),
+            b.to_device(&dev).unwrap(),
+            row.to_device(&dev).unwrap(),
+        );
+        f(&ha, &hb, &hr);
+        f(&ca, &cb, &cr);
+        (ha.to_f64_vec().unwrap(), ca.to_f64_vec().unwrap())
+    };
+    let cases: Vec<(&str, Box<dyn Fn(&Tensor, &Tensor, &Tensor)>)> = vec![
+        ("add_", Box::new(|a, b, _| a.add_(b).unwrap())),
+        ("sub_ row", Box::new(|a, _, r| a.sub_(r).unwrap())),
+        ("mul_", Box::new(|a, b, _| a.mul_(b).unwrap())),
+        (
+            "mul_scalar_",
+            Box::new(|a, _, _| a.mul_scalar_(0.3).unwrap()),
+        ),
+        (
+            "add_scalar_",
+            Box::new(|a, _, _| a.add_scalar_(-2.0).unwrap()),
+        ),
+        (
+            "add_scaled_",
+            Box::new(|a, b, _| a.add_scaled_(b, -0.7).unwrap()),
+        ),
+        (
+            "add_scaled_ self",
+            Box::new(|a, _, _| a.add_scaled_(a, 0.5).unwrap()),
+        ),
+        ("add_ self", Box::new(|a, _, _| a.add_(a).unwrap())),
+        ("zero_", Box::new(|a, _, _| a.zero_().unwrap())),
+        ("fill_", Box::new(|a, _, _| a.fill_(3.5).unwrap())),
+    ];
+    for (name, f) in cases {
+        let (h, c) = both(f.as_ref());
+        close(name, "result", &h, &c, 1e-5);
+    }
+}
+
+#[test]
+fn optimizers() {
+    let Some(dev) = cuda() else { return };
+    for adam in [false, true] {
+        let run = |on: &Device| {
+            let p = randn(&[50, 20], 30, DType::F32)
+                .to_device(on)
+                .unwrap()
+                .set_requires_grad(true);
+            let mut opt: Box<dyn Optimizer> = if adam {
+                Box::new(AdamW::new(vec![p.clone()], 0.01))
+            } else {
+                Box::new(
+                    Sgd::new(vec![p.clone()], 0.05)
+                        .momentum(0.9)
+                        .weight_decay(1e-3)
+                        .nesterov(true),
+                )
+            };
+            for step in 0..5 {
+                let g = randn(&[50, 20], 31 + step, DType::F32)
+                    .to_device(on)
+                    .unwrap();
+                p.set_grad(Some(g));
+                opt.step().unwrap();
+            }
+            p.to_f64_vec().unwrap()
+        };
+        close(
+            if adam { "adamw" } else { "sgd" },
+            "parameters",
+            &run(&host()),
+            &run(&dev),
+            1e-5,
+        );
+    }
+}
+
+#[test]
+fn training_steps_are_steady_on_cuda() {
+    if cuda().is_none() {
+        return;
+    }
+    // A device of its own: the other tests use the shared one in parallel.
+    let backend = gpuscope_runtime::backend::cuda::CudaBackend::new(0).unwrap();
+    let dev = Device::with_backend(
+        std::sync::Arc::new(backend),
+        gpuscope_runtime::alloc::AllocConfig::default(),
+    )
+    .unwrap();
+    let mut g = Generator::new(32);
+    let w1 = no_grad(|| Tensor::randn_with(&[2, 64], DType::F32, &mut g, &dev).unwrap())
+        .set_requires_grad(true);
+    let w2 = no_grad(|| {
+        Tensor::randn_with(&[64, 10], DType::F32, &mut g, &dev)
+            .unwrap()
+            .mul_scalar(0.1)
+            .unwrap()
+    })
+    .set_requires_grad(true);
+    let b1 = Tensor::zeros(&[64], &dev).unwrap().set_requires_grad(true);
+    let mut opt = AdamW::new(vec![w1.clone(), b1.clone(), w2.clone()], 1e-2);
+    let x = randn(&[128, 2], 33, DType::F32).to_device(&dev).unwrap();
+    let y = Tensor::from_vec(
+        (0..128).map(|i| (i % 10) as i64).collect::<Vec<_>>(),
+        &[128],
+        &dev,
+    )
+    .unwrap();
+    let mut warm = None;
+    let mut first = None;
+    let mut last = 0.0;
+    for step in 0..30 {
+        let loss = x
+            .matmul(&w1)
+            .unwrap()
+            .add(&b1)
+            .unwrap()
+            .relu()
+            .unwrap()
+            .matmul(&w2)
+            .unwrap()
+            .cross_entropy(&y)
+            .unwrap();
+        loss.backward().unwrap();
+        opt.step().unwrap();
+        opt.zero_grad();
+        last = loss.item().unwrap();
+        first.get_or_insert(last);
+        drop(loss);
+        let st = dev.allocator().stats();
+        let now = (st.num_device_alloc, st.allocated_bytes.all.current);
+        if step == 1 {
+            warm = Some(now);
+        } else if let Some(w) = warm {
+            assert_eq!(
+                now, w,
+                "step {step}: device allocations / allocated bytes changed after warm-up"
+            );
+        }
+    }
+    let first = first.unwrap_or(0.0);
+    assert!(last < first, "loss {first} -> {last}");
+}
