@@ -1,6 +1,7 @@
 //! The `gpuscope` command: `gpuscope replay` replays allocation traces through the
 //! caching allocator and prints its figures.
 
+mod lint;
 mod replay;
 
 use std::process::ExitCode;
@@ -18,6 +19,8 @@ struct Cli {
 enum Command {
     /// Replay allocation traces (CSV: op,id,size,stream) through gpuscope's caching allocator.
     Replay(replay::Args),
+    /// Lint Rust sources for GPU-memory mistakes (leaked tensors, graphs kept across iterations, ...).
+    Lint(lint::Args),
 }
 
 fn main() -> ExitCode {
@@ -30,6 +33,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Replay(args) => replay::run(args),
+        Command::Lint(args) => lint::run(args),
     };
     match result {
         Ok(code) => code,
