@@ -108,6 +108,17 @@ fn text_output_matches_snapshot() {
 }
 
 #[test]
+fn output_does_not_depend_on_the_thread_count() {
+    let default = lint(&sample(), &[]);
+    for jobs in ["1", "3"] {
+        let other = lint(&sample(), &["-j", jobs]);
+        assert_eq!(stdout(&other), stdout(&default), "-j {jobs}");
+        assert_eq!(code(&other), code(&default));
+    }
+    assert_eq!(code(&lint(&sample(), &["-j", "0"])), 2);
+}
+
+#[test]
 fn json_findings_have_the_documented_schema() {
     let output = lint(&sample(), &["--format", "json"]);
     assert_eq!(code(&output), 1);

@@ -172,6 +172,126 @@ pub fn lint_file(file: &syn::File, levels: &Levels) -> Vec<Finding> {
 }
 
 #[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rules_and_lines(findings: &[Finding]) -> Vec<(&'static str, usize)> {
+        findings
+            .iter()
+            .map(|f| (f.rule, f.span.start().line))
+            .collect()
+    }
+
+    #[test]
+    fn lint_file_reaches_methods_trait_defaults_modules_and_nested_fns() {
+        let src = r#"
+mod inner {
+    impl Trainer {
+        fn step(&self, t: Tensor) { std::mem::forget(t); }
+    }
+    trait Hook {
+        fn keep(&self, t: Tensor) { Box::leak(Box::new(t)); }
+        fn required(&self);
+    }
+}
+fn outer() {
+    fn nested(t: Tensor) { std::mem::forget(t); }
+    let f = |t: Tensor| std::mem::forget(t);
+}
+static HOOK: Lazy<Box<dyn Fn(Tensor)>> = Lazy::new(|| Box::new(|t| std::mem::forget(t)));
+"#;
+        let found = lint_file(&syn::parse_file(src).unwrap(), &Levels::default());
+        assert_eq!(
+            rules_and_lines(&found),
+            [
+                ("forget_tensor", 4),
+                ("forget_tensor", 7),
+                ("forget_tensor", 12),
+                ("forget_tensor", 13),
+                ("forget_tensor", 15)
+            ]
+        );
+    }
+
+    #[test]
+    fn findings_are_ordered_by_position_across_rules() {
+        let src = r#"
+fn a(opt: &mut Sgd, data: &[Batch], t: Tensor) {
+    for b in data {
+        b.loss().backward();
+        opt.step();
+        CACHE.set(t.clone());
+        empty_cache();
+    }
+    std::mem::forget(t);
+}
+"#;
+        let found = lint_file(&syn::parse_file(src).unwrap(), &Levels::default());
+        assert_eq!(
+            rules_and_lines(&found),
+            [
+                ("missing_zero_grad", 3),
+                ("static_escape", 6),
+                ("empty_cache_in_loop", 7),
+                ("forget_tensor", 9)
+            ]
+        );
+        let positions: Vec<_> = found
+            .iter()
+            .map(|f| (f.span.start().line, f.span.start().column))
+            .collect();
+        assert!(positions.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn levels_decide_what_is_reported_and_at_which_level() {
+        let file = syn::parse_file("fn f(alloc: &A) { loop { alloc.empty_cache(); } }").unwrap();
+        let mut levels = Levels::default();
+        assert_eq!(lint_file(&file, &levels)[0].level, Level::Warn);
+        levels.set("empty_cache_in_loop", Level::Deny).unwrap();
+        assert_eq!(lint_file(&file, &levels)[0].level, Level::Deny);
+        levels.set("empty_cache_in_loop", Level::Allow).unwrap();
+        assert!(lint_file(&file, &levels).is_empty());
+        assert!(lint_file(&file, &Levels::all(Level::Allow)).is_empty());
+    }
+
+    #[test]
+    fn attributes_under_any_path_set_the_context() {
+        let src = "#[my::gpu_scope]\n#[gpuscope::no_grad]\nfn f(t: Tensor) { t.backward(); std::mem::forget(t); }";
+        let found = lint_file(&syn::parse_file(src).unwrap(), &Levels::default());
+        assert_eq!(
+            rules_and_lines(&found),
+            [("backward_in_no_grad", 3), ("forget_tensor", 3)]
+        );
+        assert!(found[1].message.contains("#[gpu_scope]"));
+        let item: syn::ItemFn = syn::parse_str("fn f(t: Tensor) { std::mem::forget(t); }").unwrap();
+        let scoped = lint_fn(
+            &item,
+            FnContext {
+                no_grad: false,
+                scoped: true,
+            },
+            &Levels::default(),
+        );
+        assert!(scoped[0].message.contains("#[gpu_scope]"));
+    }
+
+    #[test]
+    fn lint_block_lints_method_bodies() {
+        let method: syn::ImplItemFn =
+            syn::parse_str("fn eval(&self, l: Tensor) { let _g = no_grad_guard(); l.backward(); }")
+                .unwrap();
+        let found = lint_block(
+            &method.sig,
+            &method.block,
+            FnContext::default(),
+            &Levels::default(),
+        );
+        assert_eq!(rules_and_lines(&found), [("backward_in_no_grad", 1)]);
+    }
+}
+
+#[cfg(test)]
 pub(crate) mod testing {
     //! Helpers for the rules' tests.
 

@@ -133,8 +133,12 @@ pub(crate) fn obviously_not_tensor(e: &Expr) -> bool {
                 "to_string" | "into_boxed_str"
             ) || (m.method == "to_owned" && obviously_not_tensor(&m.receiver))
         }
+        Expr::Path(p) => is_empty_container_ctor(&p.path),
         Expr::Call(call) => match callee_path(call) {
             Some(p) if path_ends_with(p, &["String", "from"]) => true,
+            Some(p) if is_empty_container_ctor(p) || path_ends_with(p, &["with_capacity"]) => {
+                call.args.iter().all(obviously_not_tensor)
+            }
             Some(p) if path_ends_with(p, &["Box", "new"]) || path_ends_with(p, &["Some"]) => {
                 call.args.iter().all(obviously_not_tensor)
             }
@@ -142,6 +146,21 @@ pub(crate) fn obviously_not_tensor(e: &Expr) -> bool {
         },
         _ => false,
     }
+}
+
+/// Whether `path` makes an empty container or a default value: `Default::default`,
+/// `Vec::new`, `Mutex::default`, `HashMap::new` (as a function or called).
+fn is_empty_container_ctor(path: &syn::Path) -> bool {
+    let n = path.segments.len();
+    let Some(last) = path.segments.last() else {
+        return false;
+    };
+    if n == 1 {
+        return false;
+    }
+    let owner = path.segments[n - 2].ident.to_string();
+    (last.ident == "new" || last.ident == "default")
+        && (owner == "Default" || CONTAINERS.contains(&owner.as_str()) || owner == "String")
 }
 
 /// Whether `ty` is plain data that cannot hold a tensor or its graph: numbers, `bool`,
@@ -185,6 +204,90 @@ pub(crate) fn is_plain_type(ty: &Type) -> bool {
         Type::Tuple(t) => t.elems.iter().all(is_plain_type),
         _ => false,
     }
+}
+
+/// Whether a value of declared type `ty` may hold a tensor: the type names something
+/// tensor-like (a path segment with a word such as `Tensor`, `Model`, `Module`, `Layer`,
+/// `Param`, `Grad`, `Storage`, `Activation`, `Weight`, `Embedding`, `Variable` or `Var` in
+/// its CamelCase name), directly or in its type arguments, or is a `dyn Any`. `OnceLock<Device>` or
+/// `RefCell<(u64, Generator)>` do not; `Mutex<Vec<Tensor>>` and `OnceLock<Model>` do.
+pub(crate) fn may_hold_tensor(ty: &Type) -> bool {
+    match ty {
+        Type::Path(p) => {
+            p.qself.as_ref().is_some_and(|q| may_hold_tensor(&q.ty))
+                || p.path.segments.iter().any(|seg| {
+                    is_tensor_like_name(&seg.ident.to_string())
+                        || match &seg.arguments {
+                            PathArguments::AngleBracketed(args) => args.args.iter().any(|arg| match arg {
+                                GenericArgument::Type(t) => may_hold_tensor(t),
+                                _ => false,
+                            }),
+                            _ => false,
+                        }
+                })
+        }
+        Type::Array(a) => may_hold_tensor(&a.elem),
+        Type::Slice(s) => may_hold_tensor(&s.elem),
+        Type::Reference(r) => may_hold_tensor(&r.elem),
+        Type::Ptr(p) => may_hold_tensor(&p.elem),
+        Type::Paren(p) => may_hold_tensor(&p.elem),
+        Type::Group(g) => may_hold_tensor(&g.elem),
+        Type::Tuple(t) => t.elems.iter().any(may_hold_tensor),
+        Type::TraitObject(t) => t.bounds.iter().any(|b| {
+            matches!(b, syn::TypeParamBound::Trait(t) if t.path.segments.last().is_some_and(|s| s.ident == "Any"))
+        }),
+        _ => false,
+    }
+}
+
+/// Whether a type name has a tensor-like word in it: `Tensor`, `TensorList`, `ModelState`,
+/// `GradBuffer` do, `Upgrade` or `Player` do not.
+fn is_tensor_like_name(name: &str) -> bool {
+    const WORDS: [&str; 20] = [
+        "tensor",
+        "tensors",
+        "model",
+        "models",
+        "module",
+        "modules",
+        "layer",
+        "layers",
+        "param",
+        "params",
+        "parameter",
+        "parameters",
+        "grad",
+        "grads",
+        "gradient",
+        "gradients",
+        "storage",
+        "activation",
+        "weight",
+        "weights",
+    ];
+    const MORE: [&str; 5] = ["activations", "embedding", "embeddings", "variable", "var"];
+    camel_words(name).any(|word| WORDS.contains(&word.as_str()) || MORE.contains(&word.as_str()))
+}
+
+/// The lowercase words of a CamelCase (or snake_case) name: `GradBuffer` gives `grad`, `buffer`.
+fn camel_words(name: &str) -> impl Iterator<Item = String> + '_ {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    for c in name.chars() {
+        if c == '_' {
+            words.push(std::mem::take(&mut current));
+            continue;
+        }
+        if c.is_uppercase()
+            && !current.is_empty()
+            && !current.chars().last().is_some_and(char::is_uppercase)
+        {
+            words.push(std::mem::take(&mut current));
+        }
+        current.extend(c.to_lowercase());
+    }
+    words.push(current);
+    words.into_iter().filter(|w| !w.is_empty())
 }
 
 /// Names of the primitive number types (`f32::from(x)` converts to one).
@@ -330,6 +433,37 @@ fn write_expr(out: &mut String, e: &Expr) {
             out.push('*');
             write_expr(out, expr);
         }
+        Expr::Closure(c) => {
+            out.push_str(if c.inputs.is_empty() { "|| " } else { "|..| " });
+            write_expr(out, &c.body);
+        }
+        Expr::Block(b) => match b.block.stmts.as_slice() {
+            [syn::Stmt::Expr(e, None)] => write_expr(out, e),
+            _ => out.push_str("{ .. }"),
+        },
+        Expr::Binary(b) => {
+            write_expr(out, &b.left);
+            out.push(' ');
+            out.push_str(&quote::ToTokens::to_token_stream(&b.op).to_string());
+            out.push(' ');
+            write_expr(out, &b.right);
+        }
+        Expr::Cast(c) => {
+            write_expr(out, &c.expr);
+            out.push_str(" as ");
+            match &*c.ty {
+                Type::Path(p) if p.qself.is_none() => {
+                    let names: Vec<String> = p
+                        .path
+                        .segments
+                        .iter()
+                        .map(|s| s.ident.to_string())
+                        .collect();
+                    out.push_str(&names.join("::"));
+                }
+                ty => out.push_str(&quote::ToTokens::to_token_stream(ty).to_string()),
+            }
+        }
         _ => {
             let text = quote::ToTokens::to_token_stream(e).to_string();
             if text.chars().count() > 40 {
@@ -369,6 +503,34 @@ mod tests {
     }
 
     #[test]
+    fn tensor_holding_types() {
+        for yes in [
+            "Tensor",
+            "Mutex<Vec<Tensor>>",
+            "OnceLock<Model>",
+            "RefCell<Option<(u64, Var)>>",
+            "Box<dyn Any>",
+            "[Parameter; 2]",
+            "GradBuffer",
+            "HTTPTensor",
+        ] {
+            assert!(may_hold_tensor(&syn::parse_str(yes).unwrap()), "{yes}");
+        }
+        for no in [
+            "OnceLock<Device>",
+            "RefCell<(u64, Generator)>",
+            "Mutex<Vec<String>>",
+            "AtomicU64",
+            "Box<dyn Fn()>",
+            "Variance",
+            "Upgrade",
+            "Player",
+        ] {
+            assert!(!may_hold_tensor(&syn::parse_str(no).unwrap()), "{no}");
+        }
+    }
+
+    #[test]
     fn shows_short_text() {
         assert_eq!(show(&expr("self.total")), "self.total");
         assert_eq!(show(&expr("&mut x.0")), "&mut x.0");
@@ -376,6 +538,13 @@ mod tests {
         assert_eq!(show(&expr("nn::mse(a, b)")), "nn::mse(..)");
         assert_eq!(show(&expr("*g")), "*g");
         assert_eq!(show(&expr("1 + 2")), "1 + 2");
+        assert_eq!(
+            show(&expr("loss * chunk.len() as f64")),
+            "loss * chunk.len() as f64"
+        );
+        assert_eq!(show(&expr("|| 1")), "|| 1");
+        assert_eq!(show(&expr("|x| { x }")), "|..| x");
+        assert_eq!(show(&expr("|| { let a = 1; a }")), "|| { .. }");
     }
 
     #[test]

@@ -24,14 +24,14 @@ use crate::loss::{Class, classify_binding, is_loss_name};
 use crate::rules::{self, Loop, LoopBody};
 use crate::syntax::{
     callee_name, callee_path, chain_root, has_attr, ident_of, is_plain_type, is_screaming_case,
-    pat_idents, path_ends_with, strip,
+    may_hold_tensor, pat_idents, path_ends_with, strip,
 };
 use crate::{Finding, FnContext, Level, Levels, Rule};
 
 /// What a file declares that the rules need to know about names.
 #[derive(Debug, Default)]
 pub(crate) struct FileInfo {
-    /// `static` names, each with whether its type could hold a tensor (not plain data).
+    /// `static` names, each with whether its type could hold a tensor ([`may_hold_tensor`]).
     statics: HashMap<String, bool>,
     /// `const` names: SCREAMING_CASE like statics, but a fresh value at every use.
     consts: HashSet<String>,
@@ -56,8 +56,7 @@ impl FileInfo {
     }
 
     fn add_static(&mut self, name: String, ty: Option<&Type>) {
-        let may_hold_tensor = !ty.is_some_and(is_plain_type);
-        self.statics.insert(name, may_hold_tensor);
+        self.statics.insert(name, ty.is_none_or(may_hold_tensor));
     }
 
     /// Reads `static [ref] [mut] NAME: Type = ..;` declarations out of a `thread_local!` or
@@ -322,27 +321,49 @@ impl<'f, 'l> Walker<'f, 'l> {
     }
 
     /// Binds the names of `pat`, classifying each; names bound inside a loop body are
-    /// recorded as that loop's.
+    /// recorded as that loop's. Tuple patterns are matched element by element against tuple
+    /// types and tuple initializers: `let (mut sum, mut n) = (0.0, 0);`.
     fn bind_pat(&mut self, pat: &Pat, ty: Option<&Type>, init: Option<&Expr>) {
         let (pat, ty) = match pat {
             Pat::Type(t) => (&*t.pat, Some(&*t.ty)),
             _ => (pat, ty),
         };
-        let single = matches!(pat, Pat::Ident(p) if p.subpat.is_none());
-        let mut names = Vec::new();
-        pat_idents(pat, &mut |ident| names.push(ident.to_string()));
-        for name in names {
-            let class = if single {
-                classify_binding(&name, ty, init, &self.st)
-            } else {
-                classify_binding(&name, ty.filter(|t| is_plain_type(t)), None, &self.st)
-            };
-            self.st.f.aliases.retain(|(alias, _)| *alias != name);
-            if let Some(names) = self.st.f.loops.last_mut() {
-                names.insert(name.clone());
+        match pat {
+            Pat::Ident(p) if p.subpat.is_none() => {
+                let class = classify_binding(&p.ident.to_string(), ty, init, &self.st);
+                self.bind(p.ident.to_string(), class);
             }
-            self.st.f.bindings.insert(name, class);
+            Pat::Tuple(tuple) => {
+                let types = match ty {
+                    Some(Type::Tuple(t)) if t.elems.len() == tuple.elems.len() => Some(&t.elems),
+                    _ => None,
+                };
+                let inits = match init.map(strip) {
+                    Some(Expr::Tuple(t)) if t.elems.len() == tuple.elems.len() => Some(&t.elems),
+                    _ => None,
+                };
+                for (i, elem) in tuple.elems.iter().enumerate() {
+                    self.bind_pat(elem, types.map(|t| &t[i]), inits.map(|e| &e[i]));
+                }
+            }
+            _ => {
+                let plain = ty.filter(|t| is_plain_type(t));
+                let mut names = Vec::new();
+                pat_idents(pat, &mut |ident| names.push(ident.to_string()));
+                for name in names {
+                    let class = classify_binding(&name, plain, None, &self.st);
+                    self.bind(name, class);
+                }
+            }
         }
+    }
+
+    fn bind(&mut self, name: String, class: Class) {
+        self.st.f.aliases.retain(|(alias, _)| *alias != name);
+        if let Some(names) = self.st.f.loops.last_mut() {
+            names.insert(name.clone());
+        }
+        self.st.f.bindings.insert(name, class);
     }
 
     fn walk_loop(

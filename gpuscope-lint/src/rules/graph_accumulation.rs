@@ -4,7 +4,8 @@
 //! iteration's graph then stays alive. See [`crate::loss`] for what counts as a loss;
 //! `.item()`, `.detach()`, `.to_vec()`, `f32::from` and `as` casts make the value a number.
 //! An accumulator bound inside the same loop body, or declared as plain data
-//! (`let mut total = 0.0;`, `Vec<f32>`), does not fire.
+//! (`let mut total = 0.0;`, `Vec<f32>`), does not fire; neither does code under `no_grad`,
+//! where no graph is recorded.
 
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr};
@@ -29,7 +30,8 @@ enum Form {
 }
 
 pub(crate) fn check(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
-    if !st.in_loop() {
+    // Under no_grad no graph is recorded, so nothing is kept alive.
+    if !st.in_loop() || st.f.no_grad.is_some() {
         return;
     }
     let Some((acc, value, form)) = accumulation(e) else {
@@ -172,6 +174,49 @@ fn train(model: &Model, data: &[Batch]) -> Tensor {
         total_loss += value;
         loss.backward();
     }
+    total_loss
+}
+"#;
+        assert_eq!(hits(RULE, src), []);
+    }
+
+    #[test]
+    fn tuple_bindings_are_classified_element_by_element() {
+        let src = r#"
+fn train(model: &Model, data: &[Batch]) -> f64 {
+    let (mut loss_sum, mut seen) = (0.0, 0usize);
+    let (mut graph_loss, mut n): (Tensor, usize) = (Tensor::zeros(&[]), 0);
+    for batch in data {
+        let (loss, hits) = model.step(batch);
+        loss_sum += loss * batch.len() as f64;
+        seen += hits;
+        graph_loss += loss;
+    }
+    loss_sum
+}
+"#;
+        assert_eq!(hits(RULE, src), [(9, 9)]);
+        assert!(
+            findings(RULE, src)[0]
+                .message
+                .starts_with("`graph_loss` accumulates `loss`")
+        );
+    }
+
+    #[test]
+    fn no_grad_code_keeps_no_graph() {
+        let src = r#"
+#[no_grad]
+fn evaluate(model: &Model, data: &[Batch]) -> Tensor {
+    let mut total_loss = Tensor::zeros(&[]);
+    for batch in data {
+        total_loss += model.loss(batch);
+    }
+    let sums = no_grad(|| {
+        let mut losses = Vec::new();
+        for batch in data { losses.push(model.loss(batch)); }
+        losses
+    });
     total_loss
 }
 "#;

@@ -13,7 +13,7 @@
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr};
 
-use crate::syntax::{chain_root, obviously_not_tensor, show};
+use crate::syntax::{chain_root, obviously_not_tensor, show, strip};
 use crate::visit::{Sink, State};
 use crate::{Level, Rule};
 
@@ -54,7 +54,11 @@ pub(crate) fn check(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
     let Some(value) = values.into_iter().find(|v| !obviously_not_tensor(v)) else {
         return;
     };
-    let value = show(value);
+    // For `get_or_init(|| value)` the stored value is what the closure returns.
+    let value = match strip(value) {
+        Expr::Closure(c) => show(&c.body),
+        other => show(other),
+    };
     let scope = if st.f.scoped {
         ", past the end of this `#[gpu_scope]`"
     } else {
@@ -153,6 +157,28 @@ fn f(t: Tensor, n: usize, name: &str) -> Tensor {
 }
 "#;
         assert_eq!(hits(RULE, src), []);
+    }
+
+    #[test]
+    fn declared_statics_of_types_without_tensors_do_not_fire() {
+        let src = r#"
+static HOST: OnceLock<Device> = OnceLock::new();
+static POLICY: OnceLock<LeakPolicy> = OnceLock::new();
+thread_local! {
+    static RNG: RefCell<(u64, Generator)> = RefCell::new((0, Generator::new(0)));
+}
+static WEIGHTS: OnceLock<Mutex<Vec<Tensor>>> = OnceLock::new();
+fn f(device: Device, t: Tensor) {
+    HOST.get_or_init(|| device);
+    POLICY.set(LeakPolicy::from_env()).ok();
+    RNG.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        *slot = (1, Generator::new(7));
+    });
+    WEIGHTS.get_or_init(Default::default).lock().unwrap().push(t);
+}
+"#;
+        assert_eq!(hits(RULE, src), [(15, 5)]);
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //!   ```
 //! - Exit code: 1 when a deny finding exists or a file does not parse, 0 otherwise, 2 on a
 //!   usage or config error (unknown rule, bad level, missing path).
-//! - Files are read, parsed and linted on all cores; output is in path order.
+//! - Files are read, parsed and linted on all cores (`-j N` for N threads); output is in
+//!   path order whatever the thread count.
 //!
 //! # As a cargo subcommand
 //!
@@ -83,6 +84,9 @@ pub struct Args {
     /// Colors in text output.
     #[arg(long, value_enum, default_value = "auto")]
     color: Color,
+    /// Threads that read, parse and lint files (default: one per core).
+    #[arg(short = 'j', long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
     /// Print the rules with their levels (after the config and flags) and exit.
     #[arg(long)]
     list_rules: bool,
@@ -110,7 +114,8 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         )));
     }
     let files = collect_files(&args.paths);
-    let reports = lint_all(&files, &levels);
+    let jobs = args.jobs.map(usize::from);
+    let reports = lint_all(&files, &levels, jobs);
 
     let mut out = std::io::stdout().lock();
     let written = match args.format {
@@ -281,10 +286,10 @@ fn display_path(path: &Path) -> String {
     }
 }
 
-/// Lints `files` on all cores; reports in the order of `files`.
-fn lint_all(files: &[PathBuf], levels: &Levels) -> Vec<Report> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
+/// Lints `files` on `jobs` threads (default: one per core); reports in the order of `files`.
+fn lint_all(files: &[PathBuf], levels: &Levels, jobs: Option<usize>) -> Vec<Report> {
+    let threads = jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .min(files.len())
         .max(1);
     let next = AtomicUsize::new(0);
