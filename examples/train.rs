@@ -1,0 +1,613 @@
+//! Trains an MLP classifier on data it generates (ten Gaussian blobs in the plane,
+//! seeded: nothing is downloaded) and shows what gpuscope sees of its memory:
+//!
+//! - each training step runs in a `#[gpu_scope]`: a tensor that outlives a step is
+//!   reported with the line that made it (`--leaks deny`: the program fails);
+//! - evaluation runs under `#[no_grad]`: no graph, a lower peak;
+//! - a progress bar with loss and accuracy, and a memory line per epoch (allocated,
+//!   reserved, peak, from the allocator's statistics);
+//! - at the end: the allocator's summary, the leak report (live tensors that are not the
+//!   model's parameters or the optimizer's state), and an SVG timeline of allocated and
+//!   reserved memory after every step.
+//!
+//! ```text
+//! cargo run --release --example train                       # CUDA when there is a GPU, else the host
+//! cargo run --release --example train -- --device host --epochs 4 --timeline mem.svg
+//! cargo run --release --example train -- --find-batch-size   # largest batch that fits
+//! cargo run --release --example train -- --inject-leak --leaks deny   # see a leak fail the run
+//! ```
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Parser, ValueEnum};
+use gpuscope::optim::{AdamW, Optimizer, fit_batch_size};
+use gpuscope::scope::{self, LeakPolicy};
+use gpuscope::tensor::{DType, Generator};
+use gpuscope::{Device, Tensor, TensorError, format_bytes, gpu_scope, no_grad};
+use indicatif::{ProgressBar, ProgressStyle};
+
+const CLASSES: usize = 10;
+
+#[derive(Parser, Debug)]
+#[command(about = "Train an MLP on generated data and report its GPU memory")]
+struct Args {
+    /// Passes over the training set.
+    #[arg(long, default_value_t = 8)]
+    epochs: usize,
+    /// Samples per training step.
+    #[arg(long, default_value_t = 128)]
+    batch_size: usize,
+    /// `host` or `cuda` (default: CUDA when a GPU is present, else the host).
+    #[arg(long)]
+    device: Option<DeviceChoice>,
+    /// Where to write the SVG memory timeline.
+    #[arg(long, default_value = "gpuscope-timeline.svg")]
+    timeline: PathBuf,
+    /// What a tensor leaked from a training step does: warn, deny (fail the run), allow.
+    #[arg(long, default_value = "warn")]
+    leaks: Leaks,
+    /// Find the largest batch size whose step fits (under --memory-limit-mib, 8 MiB by
+    /// default on the host), then train with it.
+    #[arg(long)]
+    find_batch_size: bool,
+    /// Cap the allocator's reserved memory (MiB).
+    #[arg(long)]
+    memory_limit_mib: Option<usize>,
+    /// Width of the two hidden layers.
+    #[arg(long, default_value_t = 256)]
+    hidden: usize,
+    /// Training samples (the test set is a fifth of it).
+    #[arg(long, default_value_t = 10_000)]
+    samples: usize,
+    /// Seed of the data, the initialisation and the shuffles.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Keep one activation per epoch in a Vec, to see the leak report at work.
+    #[arg(long)]
+    inject_leak: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum DeviceChoice {
+    Host,
+    Cuda,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Leaks {
+    Warn,
+    Deny,
+    Allow,
+}
+
+/// Ten Gaussian blobs: class `c`'s centre is on a circle of radius 4 at angle `c·36°`.
+struct Dataset {
+    x: Vec<f32>,
+    y: Vec<i64>,
+}
+
+impl Dataset {
+    fn blobs(n: usize, g: &mut Generator) -> Dataset {
+        let mut x = Vec::with_capacity(2 * n);
+        let mut y = Vec::with_capacity(n);
+        for i in 0..n {
+            let c = i % CLASSES;
+            let angle = c as f64 * std::f64::consts::TAU / CLASSES as f64;
+            x.push((4.0 * angle.cos() + 0.7 * g.normal()) as f32);
+            x.push((4.0 * angle.sin() + 0.7 * g.normal()) as f32);
+            y.push(c as i64);
+        }
+        Dataset { x, y }
+    }
+
+    fn len(&self) -> usize {
+        self.y.len()
+    }
+
+    /// The rows `idx` as tensors on `dev` (`[b, 2]` f32 and `[b]` i64).
+    fn batch(&self, idx: &[usize], dev: &Device) -> Result<(Tensor, Tensor), TensorError> {
+        let x: Vec<f32> = idx
+            .iter()
+            .flat_map(|&i| [self.x[2 * i], self.x[2 * i + 1]])
+            .collect();
+        let y: Vec<i64> = idx.iter().map(|&i| self.y[i]).collect();
+        Ok((
+            Tensor::from_vec(x, &[idx.len(), 2], dev)?,
+            Tensor::from_vec(y, &[idx.len()], dev)?,
+        ))
+    }
+}
+
+/// `2 → hidden → hidden → 10`, GELU between layers.
+struct Mlp {
+    params: Vec<Tensor>,
+}
+
+impl Mlp {
+    fn new(hidden: usize, dev: &Device, g: &mut Generator) -> Result<Mlp, TensorError> {
+        let mut params = Vec::new();
+        for (fan_in, fan_out) in [(2, hidden), (hidden, hidden), (hidden, CLASSES)] {
+            let w = no_grad(|| {
+                Tensor::randn_with(&[fan_in, fan_out], DType::F32, g, dev)?
+                    .mul_scalar((2.0 / fan_in as f64).sqrt())
+            })?;
+            params.push(w.set_requires_grad(true));
+            params.push(Tensor::zeros(&[fan_out], dev)?.set_requires_grad(true));
+        }
+        Ok(Mlp { params })
+    }
+
+    fn forward(&self, x: &Tensor) -> Result<Tensor, TensorError> {
+        let p = &self.params;
+        let h = x.matmul(&p[0])?.add(&p[1])?.gelu()?;
+        let h = h.matmul(&p[2])?.add(&p[3])?.gelu()?;
+        h.matmul(&p[4])?.add(&p[5])
+    }
+
+    fn bytes(&self) -> usize {
+        self.params.iter().map(Tensor::nbytes).sum()
+    }
+}
+
+/// How many rows of `logits` pick their target.
+fn correct(logits: &Tensor, targets: &Tensor) -> Result<usize, TensorError> {
+    let l = logits.to_vec::<f32>()?;
+    let t = targets.to_vec::<i64>()?;
+    Ok(l.chunks_exact(CLASSES)
+        .zip(&t)
+        .filter(|(row, t)| {
+            let best = row
+                .iter()
+                .enumerate()
+                .fold(0, |b, (i, v)| if *v > row[b] { i } else { b });
+            best as i64 == **t
+        })
+        .count())
+}
+
+/// One optimisation step. Everything it makes dies inside, except the gradients'
+/// and the optimizer's state, which autograd and the optimizer adopt on purpose.
+#[gpu_scope]
+fn train_step(
+    model: &Mlp,
+    opt: &mut AdamW,
+    x: &Tensor,
+    y: &Tensor,
+    leak_into: Option<&mut Vec<Tensor>>,
+) -> Result<(f64, usize), TensorError> {
+    let logits = model.forward(x)?;
+    let loss = logits.cross_entropy(y)?;
+    loss.backward()?;
+    opt.step()?;
+    opt.zero_grad();
+    let hits = correct(&logits, y)?;
+    if let Some(sink) = leak_into {
+        sink.push(logits.detach()); // outlives the scope: reported with this line
+    }
+    Ok((loss.item()?, hits))
+}
+
+/// Loss and accuracy on `data`, in batches, without recording a graph.
+#[no_grad]
+fn evaluate(
+    model: &Mlp,
+    data: &Dataset,
+    batch: usize,
+    dev: &Device,
+) -> Result<(f64, f64), TensorError> {
+    let (mut loss, mut hits) = (0.0, 0);
+    let idx: Vec<usize> = (0..data.len()).collect();
+    for chunk in idx.chunks(batch) {
+        let (x, y) = data.batch(chunk, dev)?;
+        let logits = model.forward(&x)?;
+        loss += logits.cross_entropy(&y)?.item()? * chunk.len() as f64;
+        hits += correct(&logits, &y)?;
+    }
+    Ok((loss / data.len() as f64, hits as f64 / data.len() as f64))
+}
+
+/// One point of the memory timeline.
+#[derive(Clone, Copy)]
+struct Sample {
+    /// Allocated after the step.
+    allocated: i64,
+    /// The highest allocated during the step.
+    peak: i64,
+    /// Reserved after the step.
+    reserved: i64,
+}
+
+/// Reads the allocator's statistics, then starts the next peak window.
+fn sample(dev: &Device) -> Sample {
+    let st = dev.allocator().stats();
+    dev.allocator().reset_peak_stats();
+    Sample {
+        allocated: st.allocated_bytes.all.current,
+        peak: st.allocated_bytes.all.peak,
+        reserved: st.reserved_bytes.all.current,
+    }
+}
+
+fn open_device(choice: Option<DeviceChoice>) -> Result<(Device, String), String> {
+    match choice {
+        Some(DeviceChoice::Host) => Device::host()
+            .map(|d| (d, "as asked".into()))
+            .map_err(|e| e.to_string()),
+        Some(DeviceChoice::Cuda) => Device::cuda(0)
+            .map(|d| (d, "as asked".into()))
+            .map_err(|e| e.to_string()),
+        None => match Device::cuda(0) {
+            Ok(d) => Ok((d, "a GPU is present".into())),
+            Err(e) => Device::host()
+                .map(|d| (d, format!("no GPU: {e}")))
+                .map_err(|e| e.to_string()),
+        },
+    }
+}
+
+fn shuffled(n: usize, g: &mut Generator) -> Vec<usize> {
+    let mut idx: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        let j = (g.uniform() * (i + 1) as f64) as usize;
+        idx.swap(i, j.min(i));
+    }
+    idx
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match run(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<ExitCode, String> {
+    // Scopes track tensors only with tracking on (the default in debug builds only).
+    scope::set_tracking(true);
+    scope::set_leak_policy(match args.leaks {
+        Leaks::Warn => LeakPolicy::Warn,
+        Leaks::Deny => LeakPolicy::Deny,
+        Leaks::Allow => LeakPolicy::Allow,
+    });
+    let (dev, why) = open_device(args.device)?;
+    println!("device: {} ({why})", dev.description());
+    let limit = args
+        .memory_limit_mib
+        .map(|m| m << 20)
+        .or(
+            (args.find_batch_size && dev.kind() == gpuscope::backend::DeviceKind::Host)
+                .then_some(8 << 20),
+        );
+    if let Some(bytes) = limit {
+        dev.allocator().set_memory_limit(Some(bytes));
+        println!("memory cap: {}", format_bytes(bytes));
+    }
+
+    let mut g = Generator::new(args.seed);
+    let train = Dataset::blobs(args.samples, &mut g);
+    let test = Dataset::blobs(args.samples / 5, &mut g);
+    let model = Mlp::new(args.hidden, &dev, &mut g).map_err(|e| e.to_string())?;
+    let mut opt = AdamW::new(model.params.clone(), 3e-3);
+    println!(
+        "data: {} training / {} test samples, {CLASSES} Gaussian blobs; model: MLP 2-{h}-{h}-{CLASSES}, {} of parameters",
+        train.len(),
+        test.len(),
+        format_bytes(model.bytes()),
+        h = args.hidden
+    );
+
+    let mut batch_size = args.batch_size.max(1);
+    if args.find_batch_size {
+        batch_size = find_batch_size(&model, &mut opt, &train, &dev)?;
+    }
+
+    let steps_per_epoch = train.len().div_ceil(batch_size);
+    let mut timeline: Vec<Sample> = vec![sample(&dev)];
+    let mut leaked: Vec<Tensor> = Vec::new();
+    let started = Instant::now();
+    for epoch in 1..=args.epochs {
+        let bar = ProgressBar::new(steps_per_epoch as u64);
+        bar.set_style(
+            ProgressStyle::with_template("epoch {prefix} [{bar:30}] {pos}/{len} {msg}")
+                .map_err(|e| e.to_string())?
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(format!("{epoch}/{}", args.epochs));
+        let order = shuffled(train.len(), &mut g);
+        let (mut loss_sum, mut hits, mut seen, mut train_peak) = (0.0, 0usize, 0usize, 0i64);
+        for (i, chunk) in order.chunks(batch_size).enumerate() {
+            let (x, y) = train.batch(chunk, &dev).map_err(|e| e.to_string())?;
+            let sink = (args.inject_leak && i == 0).then_some(&mut leaked);
+            let (loss, h) =
+                train_step(&model, &mut opt, &x, &y, sink).map_err(|e| e.to_string())?;
+            drop((x, y));
+            loss_sum += loss * chunk.len() as f64;
+            hits += h;
+            seen += chunk.len();
+            let s = sample(&dev);
+            train_peak = train_peak.max(s.peak);
+            timeline.push(s);
+            bar.set_message(format!(
+                "loss {:.4} acc {:.1}%",
+                loss_sum / seen as f64,
+                100.0 * hits as f64 / seen as f64
+            ));
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        let (test_loss, test_acc) =
+            evaluate(&model, &test, batch_size, &dev).map_err(|e| e.to_string())?;
+        let st = dev.allocator().stats();
+        dev.allocator().reset_peak_stats();
+        println!(
+            "epoch {epoch}/{}: loss {:.4}, train acc {:.1}%, test loss {test_loss:.4}, test acc {:.1}% | allocated {}, reserved {}, peak {} (training), {} (evaluation, no_grad)",
+            args.epochs,
+            loss_sum / seen as f64,
+            100.0 * hits as f64 / seen as f64,
+            100.0 * test_acc,
+            format_bytes(st.allocated_bytes.all.current as usize),
+            format_bytes(st.reserved_bytes.all.current as usize),
+            format_bytes(train_peak as usize),
+            format_bytes(st.allocated_bytes.all.peak as usize),
+        );
+    }
+    let elapsed = started.elapsed();
+    println!(
+        "trained {} steps of batch {batch_size} in {:.2} s",
+        args.epochs * steps_per_epoch,
+        elapsed.as_secs_f64()
+    );
+
+    println!("\n{}", dev.allocator().memory_summary());
+
+    // The leak report: live tensors that are neither parameters nor optimizer state.
+    let mut owned: HashSet<u64> = HashSet::new();
+    let mut note = |t: &Tensor| {
+        if let Some(r) = t.track_record() {
+            owned.insert(r.id());
+        }
+    };
+    model.params.iter().for_each(&mut note);
+    for (m, v) in opt.moments().iter().flatten() {
+        note(m);
+        note(v);
+    }
+    let live = gpuscope::report_live();
+    let extra: Vec<_> = live
+        .iter()
+        .filter(|l| !owned.contains(&l.record.id()))
+        .collect();
+    println!(
+        "leak report: {} live tracked tensor(s): {} model parameter(s) and optimizer state, {} other",
+        live.len(),
+        live.len() - extra.len(),
+        extra.len()
+    );
+    for l in &extra {
+        println!("  - {l}");
+    }
+
+    write_timeline(
+        &args.timeline,
+        &timeline,
+        steps_per_epoch,
+        &dev.description(),
+    )
+    .map_err(|e| format!("{}: {e}", args.timeline.display()))?;
+    println!(
+        "memory timeline: {} ({} samples)",
+        args.timeline.display(),
+        timeline.len()
+    );
+    drop(leaked);
+
+    if matches!(args.leaks, Leaks::Deny) && !extra.is_empty() {
+        eprintln!("error: {} tensor(s) leaked (--leaks deny)", extra.len());
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The largest batch whose step (forward, backward) fits, by trying sizes and catching
+/// the allocator's out-of-memory error. The optimizer's state is made first (one step
+/// at batch 1): its in-place update allocates nothing more at any batch size.
+fn find_batch_size(
+    model: &Mlp,
+    opt: &mut AdamW,
+    train: &Dataset,
+    dev: &Device,
+) -> Result<usize, String> {
+    let (x, y) = train.batch(&[0], dev).map_err(|e| e.to_string())?;
+    train_step(model, opt, &x, &y, None).map_err(|e| e.to_string())?;
+    drop((x, y));
+    let max = 1 << 20;
+    let fit = fit_batch_size(max, |b| {
+        let idx: Vec<usize> = (0..b).map(|i| i % train.len()).collect();
+        let r = (|| {
+            let (x, y) = train.batch(&idx, dev)?;
+            model.forward(&x)?.cross_entropy(&y)?.backward()
+        })();
+        opt.zero_grad(); // a failed try may have left gradients on some parameters
+        r
+    })
+    .map_err(|e| e.to_string())?;
+    let tried: Vec<String> = fit
+        .tries
+        .iter()
+        .map(|t| format!("{}{}", t.batch_size, if t.fit { "" } else { "✗" }))
+        .collect();
+    println!("batch size search (✗: out of memory): {}", tried.join(" "));
+    println!("largest batch that fits: {}", fit.batch_size);
+    Ok(fit.batch_size)
+}
+
+/// Writes memory over the steps as a small SVG chart, in the manner of PyTorch's
+/// memory_viz: reserved as a filled area, the peak allocated during each step and the
+/// allocated after it as lines, epochs as vertical rules.
+fn write_timeline(
+    path: &Path,
+    samples: &[Sample],
+    steps_per_epoch: usize,
+    device: &str,
+) -> std::io::Result<()> {
+    let (w, h) = (900.0, 360.0);
+    let (left, right, top, bottom) = (80.0, 20.0, 40.0, 50.0);
+    let (pw, ph) = (w - left - right, h - top - bottom);
+    let max = samples
+        .iter()
+        .map(|s| s.reserved.max(s.peak).max(s.allocated))
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let n = samples.len().max(2) - 1;
+    let x = |i: usize| left + pw * i as f64 / n as f64;
+    let y = |v: i64| top + ph * (1.0 - v as f64 / max);
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"##
+    );
+    let _ = writeln!(svg, r##"<rect width="{w}" height="{h}" fill="#ffffff"/>"##);
+    let _ = writeln!(
+        svg,
+        r##"<text x="{left}" y="22" font-size="15">Device memory, {}</text>"##,
+        escape(device)
+    );
+    // Horizontal grid and byte labels.
+    for k in 0..=4 {
+        let v = (max * k as f64 / 4.0) as i64;
+        let yy = y(v);
+        let _ = writeln!(
+            svg,
+            r##"<line x1="{left}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#e5e5e5"/>"##,
+            left + pw
+        );
+        let _ = writeln!(
+            svg,
+            r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{}</text>"##,
+            left - 6.0,
+            yy + 4.0,
+            format_bytes(v as usize)
+        );
+    }
+    // Epoch rules.
+    if steps_per_epoch > 0 {
+        let mut e = 1;
+        while e * steps_per_epoch < samples.len() {
+            let xx = x(e * steps_per_epoch);
+            let _ = writeln!(
+                svg,
+                r##"<line x1="{xx:.1}" y1="{top}" x2="{xx:.1}" y2="{:.1}" stroke="#bbb" stroke-dasharray="3,3"/>"##,
+                top + ph
+            );
+            e += 1;
+        }
+    }
+    // Reserved: filled area; allocated: line.
+    let mut area = format!("M{:.1},{:.1}", x(0), y(0));
+    for (i, s) in samples.iter().enumerate() {
+        let _ = write!(area, " L{:.1},{:.1}", x(i), y(s.reserved));
+    }
+    let _ = write!(
+        area,
+        " L{:.1},{:.1} Z",
+        x(samples.len().saturating_sub(1)),
+        y(0)
+    );
+    let _ = writeln!(
+        svg,
+        r##"<path d="{area}" fill="#9ecae1" fill-opacity="0.6" stroke="#3182bd" stroke-width="1"/>"##
+    );
+    let line = |value: fn(&Sample) -> i64| -> String {
+        let points: Vec<String> = samples
+            .iter()
+            .enumerate()
+            .map(|(i, s)| format!("{:.1},{:.1}", x(i), y(value(s))))
+            .collect();
+        points.join(" ")
+    };
+    let _ = writeln!(
+        svg,
+        r##"<polyline points="{}" fill="none" stroke="#756bb1" stroke-width="1"/>"##,
+        line(|s| s.peak)
+    );
+    let _ = writeln!(
+        svg,
+        r##"<polyline points="{}" fill="none" stroke="#e6550d" stroke-width="1.5"/>"##,
+        line(|s| s.allocated)
+    );
+    // Axes and legend.
+    let _ = writeln!(
+        svg,
+        r##"<line x1="{left}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333"/>"##,
+        top + ph,
+        left + pw,
+        top + ph
+    );
+    let _ = writeln!(
+        svg,
+        r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{:.1}" stroke="#333"/>"##,
+        top + ph
+    );
+    let _ = writeln!(
+        svg,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#555">step (dashed: epochs)</text>"##,
+        left + pw / 2.0,
+        h - 14.0
+    );
+    let _ = writeln!(
+        svg,
+        r##"<text x="{left}" y="{:.1}" fill="#555">0</text>"##,
+        top + ph + 16.0
+    );
+    let _ = writeln!(
+        svg,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{}</text>"##,
+        left + pw,
+        top + ph + 16.0,
+        samples.len() - 1
+    );
+    let lx = left + pw - 330.0;
+    let _ = writeln!(
+        svg,
+        r##"<rect x="{lx:.1}" y="13" width="14" height="10" fill="#9ecae1" stroke="#3182bd"/><text x="{:.1}" y="22">reserved</text>"##,
+        lx + 20.0
+    );
+    let _ = writeln!(
+        svg,
+        r##"<line x1="{:.1}" y1="18" x2="{:.1}" y2="18" stroke="#756bb1" stroke-width="2"/><text x="{:.1}" y="22">peak in step</text>"##,
+        lx + 90.0,
+        lx + 104.0,
+        lx + 110.0
+    );
+    let _ = writeln!(
+        svg,
+        r##"<line x1="{:.1}" y1="18" x2="{:.1}" y2="18" stroke="#e6550d" stroke-width="2"/><text x="{:.1}" y="22">allocated after step</text>"##,
+        lx + 200.0,
+        lx + 214.0,
+        lx + 220.0
+    );
+    svg.push_str("</svg>\n");
+    std::fs::write(path, svg)
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
