@@ -35,7 +35,7 @@ pub use record::TrackRecord;
 pub use report::{LeakReport, LiveTensor, ScopeSite};
 pub use stack::{ScopeGuard, ScopeOptions, current_scope, scope_depth};
 
-pub(crate) use stack::register;
+pub(crate) use stack::track;
 
 /// Every tracked tensor alive now, on every thread, oldest first: tensors in open
 /// scopes, tensors that outlived every scope (globals, `mem::forget`, model

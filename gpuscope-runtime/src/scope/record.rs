@@ -41,6 +41,22 @@ pub struct TrackRecord {
 }
 
 impl TrackRecord {
+    /// Makes this (unshared, dropped) record describe a new storage.
+    pub(crate) fn reuse(&mut self, site: &'static Location<'static>, bytes: usize, dtype: DType, shape: &[usize], device: &Device) {
+        self.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        self.site = site;
+        self.bytes = bytes;
+        self.dtype = dtype;
+        self.shape.clear();
+        self.shape.extend_from_slice(shape);
+        if &self.device != device {
+            self.device = device.clone();
+        }
+        *self.alive.get_mut() = true;
+        *self.state.get_mut() = TrackState::Scoped as u8;
+        self.leaked_from = std::sync::OnceLock::new();
+    }
+
     pub(crate) fn new(site: &'static Location<'static>, bytes: usize, dtype: DType, shape: &[usize], device: &Device) -> TrackRecord {
         TrackRecord {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),

@@ -34,14 +34,34 @@ pub(crate) struct ThreadScopes {
     pub root: Vec<Arc<TrackRecord>>,
     /// Length of `root` after its last pruning.
     pruned_len: usize,
+    /// Records of dropped tensors that nothing else shares, ready to describe new ones
+    /// (saves an allocation per tracked tensor).
+    spare: Vec<Arc<TrackRecord>>,
 }
+
+/// Most spare records a thread keeps.
+const MAX_SPARE: usize = 4096;
 
 impl ThreadScopes {
     fn push_root(&mut self, r: Arc<TrackRecord>) {
         self.root.push(r);
         if self.root.len() >= 2 * self.pruned_len.max(64) {
-            self.root.retain(|r| r.is_alive());
+            let mut kept = Vec::with_capacity(self.root.len());
+            for r in self.root.drain(..) {
+                if r.is_alive() {
+                    kept.push(r);
+                } else if self.spare.len() < MAX_SPARE && Arc::strong_count(&r) == 1 {
+                    self.spare.push(r);
+                }
+            }
+            self.root = kept;
             self.pruned_len = self.root.len();
+        }
+    }
+
+    fn recycle(&mut self, r: Arc<TrackRecord>) {
+        if self.spare.len() < MAX_SPARE && Arc::strong_count(&r) == 1 {
+            self.spare.push(r);
         }
     }
 }
@@ -114,16 +134,37 @@ pub(crate) fn all_live() -> Vec<(Arc<TrackRecord>, Option<String>)> {
     out
 }
 
-/// Registers a new tracked tensor with the innermost scope of this thread.
-pub(crate) fn register(record: Arc<TrackRecord>, device: &Device, stream: StreamId) {
-    with_scopes(|st| match st.frames.last_mut() {
-        Some(f) => {
-            if f.sync && !f.streams.iter().any(|(d, s)| d == device && *s == stream) {
-                f.streams.push((device.clone(), stream));
+/// Makes the record of a new tracked tensor and registers it with the innermost scope
+/// of this thread.
+pub(crate) fn track(
+    site: &'static std::panic::Location<'static>,
+    bytes: usize,
+    dtype: crate::tensor::DType,
+    shape: &[usize],
+    device: &Device,
+    stream: StreamId,
+) -> Arc<TrackRecord> {
+    with_scopes(|st| {
+        let record = match st.spare.pop() {
+            Some(mut r) => match Arc::get_mut(&mut r) {
+                Some(inner) => {
+                    inner.reuse(site, bytes, dtype, shape, device);
+                    r
+                }
+                None => Arc::new(TrackRecord::new(site, bytes, dtype, shape, device)),
+            },
+            None => Arc::new(TrackRecord::new(site, bytes, dtype, shape, device)),
+        };
+        match st.frames.last_mut() {
+            Some(f) => {
+                if f.sync && !f.streams.iter().any(|(d, s)| d == device && *s == stream) {
+                    f.streams.push((device.clone(), stream));
+                }
+                f.records.push(record.clone());
             }
-            f.records.push(record);
+            None => st.push_root(record.clone()),
         }
-        None => st.push_root(record),
+        record
     })
 }
 
@@ -153,8 +194,10 @@ pub(crate) fn pop_frame() -> Option<ClosedScope> {
         let mut scope_name: Option<String> = None;
         let mut leaked = Vec::new();
         let mut moved = Vec::new();
+        let mut dead = Vec::new();
         for r in frame.records {
             if !r.is_alive() {
+                dead.push(r);
                 continue;
             }
             match r.state() {
@@ -180,6 +223,9 @@ pub(crate) fn pop_frame() -> Option<ClosedScope> {
                     st.push_root(r);
                 }
             }
+        }
+        for r in dead {
+            st.recycle(r);
         }
         Some((LeakReport::new(frame.site, leaked), policy, frame.streams))
     })

@@ -31,9 +31,7 @@ impl Storage {
         let bytes = (numel * dtype.size()).max(1);
         let buffer = device.alloc_on(bytes, stream)?;
         let record = if scope::tracking() {
-            let r = Arc::new(TrackRecord::new(site, bytes, dtype, shape, device));
-            scope::register(r.clone(), device, stream);
-            Some(r)
+            Some(scope::track(site, bytes, dtype, shape, device, stream))
         } else {
             None
         };
