@@ -6,7 +6,7 @@
 use syn::Expr;
 use syn::spanned::Spanned;
 
-use crate::syntax::{callee_path, obviously_not_tensor, path_ends_with, show};
+use crate::syntax::{callee_path, obviously_not_tensor, path_ends_with, show, strip};
 use crate::visit::{Sink, State, is_forget_path};
 use crate::{Level, Rule};
 
@@ -33,7 +33,7 @@ pub(crate) fn check(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
         return;
     };
     let Some(arg) = call.args.first() else { return };
-    if obviously_not_tensor(arg) {
+    if obviously_not_tensor(arg) || rebuilt_from_raw(arg) {
         return;
     }
     let value = show(arg);
@@ -57,6 +57,30 @@ pub(crate) fn check(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
         ),
     };
     sink.emit(&RULE, e.span(), message, help);
+}
+
+/// Whether `arg` is a value rebuilt from a raw pointer (`Arc::from_raw(p)`, `ptr::read(p)`,
+/// maybe in an `unsafe` block): wrapping it in `ManuallyDrop` or forgetting it is how unsafe
+/// code borrows a value it does not own, not a leak.
+fn rebuilt_from_raw(arg: &Expr) -> bool {
+    match strip(arg) {
+        Expr::Unsafe(u) => match u.block.stmts.as_slice() {
+            [syn::Stmt::Expr(e, None)] => rebuilt_from_raw(e),
+            _ => false,
+        },
+        Expr::Call(call) => callee_path(call).is_some_and(|p| {
+            let last = p
+                .segments
+                .last()
+                .map(|s| s.ident.to_string())
+                .unwrap_or_default();
+            last.starts_with("from_raw")
+                || (p.segments.len() >= 2
+                    && p.segments[p.segments.len() - 2].ident == "ptr"
+                    && last.starts_with("read"))
+        }),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
