@@ -5,10 +5,12 @@
 //! `*LAST.lock().unwrap() = t`), and storing methods (`set`, `get_or_init`, `push`,
 //! `insert`, `extend`, `replace`, ...) on a method chain rooted at one
 //! (`POOL.lock().unwrap().push(t)`, `CELL.set(t)`). A static is one declared in the file
-//! whose type is not plain data, or a SCREAMING_CASE path that is not a declared `const`.
+//! (as `static`, in `thread_local!` or `lazy_static!`) whose type may hold a tensor (it names
+//! a tensor-like type: `Mutex<Vec<Tensor>>`, `OnceLock<Model>`; not `OnceLock<Device>`), or a
+//! SCREAMING_CASE path not declared in the file as a `const` or a static (its type unknown).
 //! Inside `X.with(|c| ..)` on a static or `thread_local!`, `c` is the static; so is `g` after
-//! `let g = X.lock().unwrap();`. Values that are obviously not tensors (literals, strings)
-//! do not fire.
+//! `let g = X.lock().unwrap();`. Values that are obviously not tensors (literals, strings,
+//! empty containers such as `Default::default` or `|| Mutex::new(Vec::new())`) do not fire.
 
 use syn::spanned::Spanned;
 use syn::{BinOp, Expr};
