@@ -21,7 +21,7 @@ use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use gpuscope::optim::{AdamW, Optimizer, fit_batch_size};
@@ -319,7 +319,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     let steps_per_epoch = train.len().div_ceil(batch_size);
     let mut timeline: Vec<Sample> = vec![sample(&dev)];
     let mut leaked: Vec<Tensor> = Vec::new();
-    let started = Instant::now();
+    let (mut train_time, mut eval_time) = (Duration::ZERO, Duration::ZERO);
     for epoch in 1..=args.epochs {
         let bar = ProgressBar::new(steps_per_epoch as u64);
         bar.set_style(
@@ -331,11 +331,13 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         let order = shuffled(train.len(), &mut g);
         let (mut loss_sum, mut hits, mut seen, mut train_peak) = (0.0, 0usize, 0usize, 0i64);
         for (i, chunk) in order.chunks(batch_size).enumerate() {
+            let t0 = Instant::now();
             let (x, y) = train.batch(chunk, &dev).map_err(|e| e.to_string())?;
             let sink = (args.inject_leak && i == 0).then_some(&mut leaked);
             let (loss, h) =
                 train_step(&model, &mut opt, &x, &y, sink).map_err(|e| e.to_string())?;
             drop((x, y));
+            train_time += t0.elapsed();
             loss_sum += loss * chunk.len() as f64;
             hits += h;
             seen += chunk.len();
@@ -350,8 +352,10 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             bar.inc(1);
         }
         bar.finish_and_clear();
+        let t0 = Instant::now();
         let (test_loss, test_acc) =
             evaluate(&model, &test, batch_size, &dev).map_err(|e| e.to_string())?;
+        eval_time += t0.elapsed();
         let st = dev.allocator().stats();
         dev.allocator().reset_peak_stats();
         println!(
@@ -366,11 +370,12 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             format_bytes(st.allocated_bytes.all.peak as usize),
         );
     }
-    let elapsed = started.elapsed();
+    let steps = args.epochs * steps_per_epoch;
     println!(
-        "trained {} steps of batch {batch_size} in {:.2} s",
-        args.epochs * steps_per_epoch,
-        elapsed.as_secs_f64()
+        "trained {steps} steps of batch {batch_size} in {:.2} s ({:.2} ms a step, batch upload and loss read-back included); evaluation {:.2} s",
+        train_time.as_secs_f64(),
+        1e3 * train_time.as_secs_f64() / steps.max(1) as f64,
+        eval_time.as_secs_f64()
     );
 
     println!("\n{}", dev.allocator().memory_summary());

@@ -316,7 +316,8 @@ fn in_place_ops() {
         f(&ca, &cb, &cr);
         (ha.to_f64_vec().unwrap(), ca.to_f64_vec().unwrap())
     };
-    let cases: Vec<(&str, Box<dyn Fn(&Tensor, &Tensor, &Tensor)>)> = vec![
+    type InPlace = Box<dyn Fn(&Tensor, &Tensor, &Tensor)>;
+    let cases: Vec<(&str, InPlace)> = vec![
         ("add_", Box::new(|a, b, _| a.add_(b).unwrap())),
         ("sub_ row", Box::new(|a, _, r| a.sub_(r).unwrap())),
         ("mul_", Box::new(|a, b, _| a.mul_(b).unwrap())),

@@ -328,7 +328,7 @@ pub(crate) unsafe fn reduce(
                 }
                 let sc = T::of(scale);
                 for d in dst.iter_mut() {
-                    *d = *d * sc;
+                    *d *= sc;
                 }
             }
         }
@@ -355,7 +355,7 @@ pub(crate) unsafe fn softmax(
         for (orow, arow) in o.chunks_exact_mut(cols).zip(a.chunks_exact(cols)) {
             let mut max = arow[0];
             for &x in arow {
-                if x > max || x != x {
+                if x > max || x.is_nan() {
                     max = x;
                 }
             }
@@ -372,7 +372,7 @@ pub(crate) unsafe fn softmax(
                 }
             } else {
                 for o in orow.iter_mut() {
-                    *o = *o / sum;
+                    *o /= sum;
                 }
             }
         }
