@@ -528,3 +528,33 @@ fn fit_batch_size_reports_other_errors() {
     });
     assert!(matches!(r, Err(TensorError::InvalidArgument { .. })));
 }
+
+#[test]
+fn a_graph_can_leave_its_scope_with_its_saved_tensors() {
+    set_tracking(true);
+    let dev = private_device();
+    let data = Blobs::new(32, 17);
+    let model = Mlp::new(16, DType::F32, &dev, 18);
+    let (x, y) = data.batch(0, 32, &dev);
+    let before = allocated(&dev);
+    let loss = {
+        let scope = ScopeGuard::enter(ScopeOptions::new("forward").leaks(LeakPolicy::Deny));
+        let loss = model.forward(&x).unwrap().cross_entropy(&y).unwrap();
+        scope.escape(&loss);
+        let mut saved = 0;
+        loss.for_each_graph_tensor(&mut |t| {
+            gpuscope_runtime::keep(t);
+            saved += 1;
+        });
+        // matmul (2 each), bias add (none), gelu (input), log_softmax (output).
+        assert!(saved >= 8, "only {saved} saved tensors listed");
+        loss
+    }; // deny: nothing is reported, the graph left with the loss
+    loss.backward().unwrap();
+    let mut left = 0;
+    loss.for_each_graph_tensor(&mut |_| left += 1);
+    assert_eq!(left, 0, "backward freed the graph");
+    drop(loss);
+    Sgd::new(model.params.clone(), 0.1).zero_grad();
+    assert_eq!(allocated(&dev), before);
+}

@@ -82,6 +82,10 @@ fn run(root: Arc<Node>, seed: Tensor, site: Site) -> Result<(), TensorError> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
+        // The views listed for `for_each_graph_tensor` go with the step.
+        drop(std::mem::take(
+            &mut *node.saved.lock().unwrap_or_else(|e| e.into_inner()),
+        ));
         let Some(step) = step else {
             return Err(TensorError::Autograd(format!(
                 "backward through the graph a second time: `{}` (at {}:{}) was freed by an earlier backward(); \

@@ -18,6 +18,17 @@
 //!   as soon as the next operation has read them: evaluation peaks lower.
 //! - [`Tensor::item`] and [`Tensor::detach`] keep no graph.
 //!
+//! Scopes: the saved tensors are made where the forward pass runs. A scope that
+//! returns a tensor *with its graph* (a forward function whose caller calls
+//! `backward()`) holds them past its exit; [`Tensor::for_each_graph_tensor`] lists
+//! them so they can move along with the returned tensor (`keep` each one, or have the
+//! scope's escape walk them).
+//!
+//! Not tracked: changing a saved tensor in place before `backward()` (an optimizer
+//! step between forward and backward) silently changes the gradients; PyTorch's
+//! version counters are not implemented. In-place operations on tensors that require
+//! grad are refused while grad mode is on.
+//!
 //! Gradients of leaves are accumulated: a leaf without `.grad` gets the gradient
 //! (a tensor of its own: made at the `backward()` line, and adopted by the scope
 //! around the one it was made in, like [`keep`](crate::keep) does, so a training
@@ -70,6 +81,9 @@ pub struct Node {
     /// The output's shape (what the incoming gradient must have).
     shape: Vec<usize>,
     backward: Mutex<Option<BackwardFn>>,
+    /// Views of the tensors `backward` holds (for [`Tensor::for_each_graph_tensor`]);
+    /// emptied with it.
+    saved: Mutex<Vec<Tensor>>,
     edges: Vec<Edge>,
 }
 
@@ -120,11 +134,24 @@ fn edge_of(t: &Tensor) -> Edge {
 }
 
 /// Makes `out` the output of a new node named `name` over `inputs` whose backward step
-/// is `backward`.
+/// is `backward` (which saves no tensor).
 pub(crate) fn record(
     out: Tensor,
     name: &'static str,
     inputs: &[&Tensor],
+    site: Site,
+    backward: impl FnOnce(&Tensor, &[bool], Site) -> Result<Grads, TensorError> + Send + 'static,
+) -> Tensor {
+    record_saving(out, name, inputs, Vec::new(), site, backward)
+}
+
+/// As [`record`], for a backward step that holds the tensors `saved` (views of them):
+/// they are listed by [`Tensor::for_each_graph_tensor`] until the step runs.
+pub(crate) fn record_saving(
+    out: Tensor,
+    name: &'static str,
+    inputs: &[&Tensor],
+    saved: Vec<Tensor>,
     site: Site,
     backward: impl FnOnce(&Tensor, &[bool], Site) -> Result<Grads, TensorError> + Send + 'static,
 ) -> Tensor {
@@ -133,6 +160,7 @@ pub(crate) fn record(
         site,
         shape: out.shape().to_vec(),
         backward: Mutex::new(Some(Box::new(backward))),
+        saved: Mutex::new(saved),
         edges: inputs.iter().map(|t| edge_of(t)).collect(),
     };
     out.with_grad_fn(Arc::new(node))
@@ -156,6 +184,47 @@ impl Tensor {
     #[track_caller]
     pub fn backward(&self) -> Result<(), TensorError> {
         engine::backward(self, None, std::panic::Location::caller())
+    }
+
+    /// Calls `f` on every tensor the graph behind this tensor still holds for its
+    /// backward pass (the saved tensors of the nodes not yet walked; views that share
+    /// their storage). A scope that lets a tensor with a graph escape can move these
+    /// along with it: they live exactly as long as the graph.
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let dev = Device::host().unwrap();
+    /// let w = Tensor::ones(&[4], &dev).unwrap().set_requires_grad(true);
+    /// let y = w.exp().unwrap().sum().unwrap(); // exp saves its output
+    /// let mut n = 0;
+    /// y.for_each_graph_tensor(&mut |_| n += 1);
+    /// assert_eq!(n, 1);
+    /// y.backward().unwrap();
+    /// n = 0;
+    /// y.for_each_graph_tensor(&mut |_| n += 1);
+    /// assert_eq!(n, 0); // freed by backward
+    /// ```
+    pub fn for_each_graph_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
+        let Some(root) = self.grad_fn() else { return };
+        let mut seen: std::collections::HashSet<*const Node> =
+            std::collections::HashSet::from([Arc::as_ptr(root)]);
+        let mut stack = vec![root.clone()];
+        while let Some(node) = stack.pop() {
+            if !node.is_pending() {
+                // Walked already: neither it nor anything behind it holds memory.
+                continue;
+            }
+            for t in node.saved.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                f(t);
+            }
+            for e in &node.edges {
+                if let Edge::Node(c) = e
+                    && seen.insert(Arc::as_ptr(c))
+                {
+                    stack.push(c.clone());
+                }
+            }
+        }
     }
 
     /// As [`backward`](Tensor::backward), starting from `grad` (the gradient of some

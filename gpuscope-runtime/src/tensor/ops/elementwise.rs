@@ -3,7 +3,7 @@
 
 use std::panic::Location;
 
-use crate::autograd::{record, should_record};
+use crate::autograd::{record, record_saving, should_record};
 
 use super::broadcast::{Broadcast, broadcast_shape};
 use super::{
@@ -287,10 +287,15 @@ pub(crate) fn binary_at(
         BinaryOp::Mul | BinaryOp::Div => Some((a.detach(), b.detach())),
         _ => None,
     };
-    Ok(record(
+    let listed = saved
+        .iter()
+        .flat_map(|(a, b)| [a.clone(), b.clone()])
+        .collect();
+    Ok(record_saving(
         out,
         op.name(),
         &[a, b],
+        listed,
         site,
         move |g, needs, site| {
             let (ga, gb) = match (op, saved) {
@@ -370,19 +375,27 @@ fn unary_at(op: UnaryOp, a: &Tensor, site: Site) -> Result<Tensor, TensorError> 
         UnaryOp::Exp | UnaryOp::Sqrt => Some(out.detach()),
         _ => Some(a.detach()),
     };
-    Ok(record(out, op.name(), &[a], site, move |g, _, site| {
-        let grad = match (op, saved) {
-            (UnaryOp::Exp, Some(y)) => binary_raw(BinaryOp::Mul, g, &y, site)?,
-            (UnaryOp::Sqrt, Some(y)) => {
-                let t = binary_raw(BinaryOp::Div, g, &y, site)?;
-                launch_scalar(BinaryOp::Mul, &t, &t, 0.5)?;
-                t
-            }
-            (_, Some(x)) => unary_backward_raw(op, g, &x, site)?,
-            (_, None) => scalar_raw(BinaryOp::Mul, g, -1.0, site)?,
-        };
-        Ok(vec![Some(grad)])
-    }))
+    let listed = saved.iter().cloned().collect();
+    Ok(record_saving(
+        out,
+        op.name(),
+        &[a],
+        listed,
+        site,
+        move |g, _, site| {
+            let grad = match (op, saved) {
+                (UnaryOp::Exp, Some(y)) => binary_raw(BinaryOp::Mul, g, &y, site)?,
+                (UnaryOp::Sqrt, Some(y)) => {
+                    let t = binary_raw(BinaryOp::Div, g, &y, site)?;
+                    launch_scalar(BinaryOp::Mul, &t, &t, 0.5)?;
+                    t
+                }
+                (_, Some(x)) => unary_backward_raw(op, g, &x, site)?,
+                (_, None) => scalar_raw(BinaryOp::Mul, g, -1.0, site)?,
+            };
+            Ok(vec![Some(grad)])
+        },
+    ))
 }
 
 impl Tensor {

@@ -3,7 +3,7 @@
 
 use std::panic::Location;
 
-use crate::autograd::{record, should_record};
+use crate::autograd::{record_saving, should_record};
 
 use super::{Exec, Site, Tensor, TensorError, alloc_like, check_float, exec_of, host};
 use crate::tensor::DType;
@@ -64,24 +64,46 @@ fn nll_at(logp: &Tensor, targets: &Tensor, site: Site) -> Result<Tensor, TensorE
     }
     let targets = targets.clone();
     let shape = logp.shape().to_vec();
-    let like = logp.detach();
-    Ok(record(out, "nll_loss", &[logp], site, move |g, _, site| {
-        let grad = alloc_like(&shape, like.dtype(), &like, site)?;
-        match &host_targets {
-            // SAFETY: a fresh output and the scalar gradient, on the host.
-            Some(t) => unsafe { host::nll_backward(&grad, g, t, cols)? },
-            #[cfg(feature = "cuda")]
-            None => super::cuda::nll_backward(&grad, g, &targets, rows, cols)?,
-            #[cfg(not(feature = "cuda"))]
-            None => {
-                let _ = (&targets, rows);
-                return Err(TensorError::Unsupported(
-                    "nll_loss backward without host targets".into(),
-                ));
+    // The gradient's device, stream and dtype (holding `logp` itself would keep it alive).
+    let (device, stream, dtype) = (logp.device().clone(), logp.stream(), logp.dtype());
+    // On CUDA the targets stay on the device until the backward step.
+    let listed = if host_targets.is_none() {
+        vec![targets.clone()]
+    } else {
+        Vec::new()
+    };
+    let targets = if host_targets.is_none() {
+        Some(targets)
+    } else {
+        None
+    };
+    Ok(record_saving(
+        out,
+        "nll_loss",
+        &[logp],
+        listed,
+        site,
+        move |g, _, site| {
+            let grad = Tensor::empty_at(&shape, dtype, &device, stream, site)?;
+            match &host_targets {
+                // SAFETY: a fresh output and the scalar gradient, on the host.
+                Some(t) => unsafe { host::nll_backward(&grad, g, t, cols)? },
+                #[cfg(feature = "cuda")]
+                None => match &targets {
+                    Some(t) => super::cuda::nll_backward(&grad, g, t, rows, cols)?,
+                    None => return Err(TensorError::Autograd("nll_loss lost its targets".into())),
+                },
+                #[cfg(not(feature = "cuda"))]
+                None => {
+                    let _ = (&targets, rows);
+                    return Err(TensorError::Unsupported(
+                        "nll_loss backward without host targets".into(),
+                    ));
+                }
             }
-        }
-        Ok(vec![Some(grad)])
-    }))
+            Ok(vec![Some(grad)])
+        },
+    ))
 }
 
 impl Tensor {

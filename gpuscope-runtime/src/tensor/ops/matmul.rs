@@ -3,7 +3,7 @@
 
 use std::panic::Location;
 
-use crate::autograd::{record, should_record};
+use crate::autograd::{record_saving, should_record};
 
 use super::{Exec, Site, Tensor, TensorError, alloc_like, check_pair, exec_of, host};
 
@@ -75,10 +75,11 @@ fn matmul_at(
         return Ok(out);
     }
     let (sa, sb) = (a.detach(), b.detach());
-    Ok(record(
+    Ok(record_saving(
         out,
         "matmul",
         &[a, b],
+        vec![sa.clone(), sb.clone()],
         site,
         move |g, needs, site| {
             // C = op(A) op(B): dop(A) = G op(B)ᵀ, dop(B) = op(A)ᵀ G; transposed back

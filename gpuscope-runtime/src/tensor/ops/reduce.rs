@@ -3,7 +3,7 @@
 
 use std::panic::Location;
 
-use crate::autograd::{record, should_record};
+use crate::autograd::{record, record_saving, should_record};
 
 use super::elementwise::{BinaryOp, expand_raw};
 use super::{
@@ -164,10 +164,11 @@ pub(crate) fn softmax_at(t: &Tensor, log: bool, site: Site) -> Result<Tensor, Te
         return Ok(out);
     }
     let y = out.detach();
-    Ok(record(
+    Ok(record_saving(
         out,
         if log { "log_softmax" } else { "softmax" },
         &[t],
+        vec![y.clone()],
         site,
         move |g, _, site| Ok(vec![Some(softmax_backward_raw(g, &y, log, site)?)]),
     ))
