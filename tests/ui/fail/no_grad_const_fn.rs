@@ -1,0 +1,10 @@
+use gpuscope::no_grad;
+
+#[no_grad]
+const fn eval() -> bool {
+    false
+}
+
+fn main() {
+    let _ = eval();
+}

@@ -1,0 +1,25 @@
+#![deny(warnings)]
+use gpuscope::{Device, Tensor, gpu_scope};
+
+#[gpu_scope]
+fn make(dev: &Device) -> Tensor {
+    Tensor::zeros(&[2, 2], dev).unwrap()
+}
+
+#[gpu_scope]
+fn unit(dev: &Device) {
+    let _t = Tensor::zeros(&[1], dev).unwrap();
+}
+
+#[gpu_scope]
+pub(crate) extern "C" fn c_abi(x: u32) -> u32 {
+    x + 1
+}
+
+fn main() {
+    gpuscope::scope::set_tracking(true);
+    let dev = Device::host().unwrap();
+    assert_eq!(make(&dev).shape(), &[2, 2]);
+    unit(&dev);
+    assert_eq!(c_abi(1), 2);
+}
