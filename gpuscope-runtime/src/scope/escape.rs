@@ -30,6 +30,8 @@ impl ScopeValue for Tensor {
         if let Some(g) = self.grad() {
             f(&g);
         }
+        // A tensor returned with its graph takes the graph's saved tensors along.
+        self.for_each_graph_tensor(f);
     }
 }
 

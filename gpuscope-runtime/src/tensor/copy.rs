@@ -20,9 +20,15 @@ impl Tensor {
         let mut out: Vec<T> = Vec::with_capacity(self.numel());
         if self.numel() > 0 {
             // SAFETY: the destination has room for `numel` elements, written in full below.
-            let dst = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), self.nbytes()) };
+            let dst = unsafe {
+                std::slice::from_raw_parts_mut(out.as_mut_ptr().cast::<u8>(), self.nbytes())
+            };
             // SAFETY: reads the tensor's own storage.
-            unsafe { self.device().backend().copy_device_to_host(dst, self.addr(), self.stream())? };
+            unsafe {
+                self.device()
+                    .backend()
+                    .copy_device_to_host(dst, self.addr(), self.stream())?
+            };
             // SAFETY: the copy initialised every element.
             unsafe { out.set_len(self.numel()) };
         }
@@ -34,10 +40,19 @@ impl Tensor {
         let mut bytes = vec![0u8; self.nbytes()];
         if !bytes.is_empty() {
             // SAFETY: reads the tensor's own storage.
-            unsafe { self.device().backend().copy_device_to_host(&mut bytes, self.addr(), self.stream())? };
+            unsafe {
+                self.device().backend().copy_device_to_host(
+                    &mut bytes,
+                    self.addr(),
+                    self.stream(),
+                )?
+            };
         }
         let size = self.dtype().size();
-        Ok(bytes.chunks_exact(size).map(|b| read_scalar(self.dtype(), b)).collect())
+        Ok(bytes
+            .chunks_exact(size)
+            .map(|b| read_scalar(self.dtype(), b))
+            .collect())
     }
 
     /// The value of a one-element tensor, as `f64`. Keeps no graph.
@@ -65,16 +80,25 @@ impl Tensor {
         if device == self.device() {
             // SAFETY: two distinct storages of the same size on one device.
             unsafe {
-                device
-                    .backend()
-                    .copy_device_to_device(out.addr(), self.addr(), self.nbytes(), out.stream())?
+                device.backend().copy_device_to_device(
+                    out.addr(),
+                    self.addr(),
+                    self.nbytes(),
+                    out.stream(),
+                )?
             };
         } else {
             let mut bytes = vec![0u8; self.nbytes()];
             // SAFETY: reads this tensor's storage, then writes the new one's.
             unsafe {
-                self.device().backend().copy_device_to_host(&mut bytes, self.addr(), self.stream())?;
-                device.backend().copy_host_to_device(out.addr(), &bytes, out.stream())?;
+                self.device().backend().copy_device_to_host(
+                    &mut bytes,
+                    self.addr(),
+                    self.stream(),
+                )?;
+                device
+                    .backend()
+                    .copy_host_to_device(out.addr(), &bytes, out.stream())?;
             }
         }
         Ok(out)
@@ -101,16 +125,23 @@ impl Tensor {
         if src.device() == self.device() {
             // SAFETY: distinct storages of the same size on one device.
             unsafe {
-                self.device()
-                    .backend()
-                    .copy_device_to_device(self.addr(), src.addr(), self.nbytes(), self.stream())?
+                self.device().backend().copy_device_to_device(
+                    self.addr(),
+                    src.addr(),
+                    self.nbytes(),
+                    self.stream(),
+                )?
             };
         } else {
             let mut bytes = vec![0u8; self.nbytes()];
             // SAFETY: as in `to_device`.
             unsafe {
-                src.device().backend().copy_device_to_host(&mut bytes, src.addr(), src.stream())?;
-                self.device().backend().copy_host_to_device(self.addr(), &bytes, self.stream())?;
+                src.device()
+                    .backend()
+                    .copy_device_to_host(&mut bytes, src.addr(), src.stream())?;
+                self.device()
+                    .backend()
+                    .copy_host_to_device(self.addr(), &bytes, self.stream())?;
             }
         }
         Ok(())

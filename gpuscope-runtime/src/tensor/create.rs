@@ -14,7 +14,12 @@ use super::{Tensor, TensorError, check_len};
 impl Tensor {
     /// An uninitialised tensor on `stream` (its contents are whatever the cache held).
     #[track_caller]
-    pub fn empty_on(shape: &[usize], dtype: DType, device: &Device, stream: StreamId) -> Result<Tensor, TensorError> {
+    pub fn empty_on(
+        shape: &[usize],
+        dtype: DType,
+        device: &Device,
+        stream: StreamId,
+    ) -> Result<Tensor, TensorError> {
         Tensor::empty_at(shape, dtype, device, stream, Location::caller())
     }
 
@@ -43,10 +48,18 @@ impl Tensor {
 
     /// Zeros of `dtype`.
     #[track_caller]
-    pub fn zeros_dtype(shape: &[usize], dtype: DType, device: &Device) -> Result<Tensor, TensorError> {
+    pub fn zeros_dtype(
+        shape: &[usize],
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor, TensorError> {
         let t = Tensor::empty_at(shape, dtype, device, StreamId::DEFAULT, Location::caller())?;
         // SAFETY: the range is the tensor's own storage, which nothing else uses yet.
-        unsafe { device.backend().memset(t.addr(), 0, t.nbytes(), t.stream())? };
+        unsafe {
+            device
+                .backend()
+                .memset(t.addr(), 0, t.nbytes(), t.stream())?
+        };
         Ok(t)
     }
 
@@ -64,7 +77,12 @@ impl Tensor {
 
     /// `dtype` filled with `value` (converted as `as` does).
     #[track_caller]
-    pub fn full_dtype(shape: &[usize], value: f64, dtype: DType, device: &Device) -> Result<Tensor, TensorError> {
+    pub fn full_dtype(
+        shape: &[usize],
+        value: f64,
+        dtype: DType,
+        device: &Device,
+    ) -> Result<Tensor, TensorError> {
         let site = Location::caller();
         let mut one = vec![0u8; dtype.size()];
         write_scalar(dtype, value, &mut one);
@@ -99,7 +117,12 @@ impl Tensor {
     /// assert_eq!(a.to_vec::<f64>().unwrap(), b.to_vec::<f64>().unwrap());
     /// ```
     #[track_caller]
-    pub fn randn_with(shape: &[usize], dtype: DType, generator: &mut Generator, device: &Device) -> Result<Tensor, TensorError> {
+    pub fn randn_with(
+        shape: &[usize],
+        dtype: DType,
+        generator: &mut Generator,
+        device: &Device,
+    ) -> Result<Tensor, TensorError> {
         let site = Location::caller();
         let values = fill(shape, || generator.normal());
         Tensor::from_f64s(&values, shape, dtype, device, site)
@@ -107,7 +130,12 @@ impl Tensor {
 
     /// Uniform in `[0, 1)` of `dtype` from `generator`.
     #[track_caller]
-    pub fn rand_with(shape: &[usize], dtype: DType, generator: &mut Generator, device: &Device) -> Result<Tensor, TensorError> {
+    pub fn rand_with(
+        shape: &[usize],
+        dtype: DType,
+        generator: &mut Generator,
+        device: &Device,
+    ) -> Result<Tensor, TensorError> {
         let site = Location::caller();
         let values = fill(shape, || generator.uniform());
         Tensor::from_f64s(&values, shape, dtype, device, site)
@@ -115,14 +143,22 @@ impl Tensor {
 
     /// A tensor holding `data` (row-major) with `shape`.
     #[track_caller]
-    pub fn from_slice<T: Element>(data: &[T], shape: &[usize], device: &Device) -> Result<Tensor, TensorError> {
+    pub fn from_slice<T: Element>(
+        data: &[T],
+        shape: &[usize],
+        device: &Device,
+    ) -> Result<Tensor, TensorError> {
         check_len(shape, data.len())?;
         Tensor::from_bytes(as_bytes(data), shape, T::DTYPE, device, Location::caller())
     }
 
     /// A tensor holding `data` with `shape`.
     #[track_caller]
-    pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize], device: &Device) -> Result<Tensor, TensorError> {
+    pub fn from_vec<T: Element>(
+        data: Vec<T>,
+        shape: &[usize],
+        device: &Device,
+    ) -> Result<Tensor, TensorError> {
         check_len(shape, data.len())?;
         Tensor::from_bytes(as_bytes(&data), shape, T::DTYPE, device, Location::caller())
     }
@@ -130,7 +166,13 @@ impl Tensor {
     /// A one-element tensor (shape `[]`).
     #[track_caller]
     pub fn scalar<T: Element>(value: T, device: &Device) -> Result<Tensor, TensorError> {
-        Tensor::from_bytes(as_bytes(&[value]), &[], T::DTYPE, device, Location::caller())
+        Tensor::from_bytes(
+            as_bytes(&[value]),
+            &[],
+            T::DTYPE,
+            device,
+            Location::caller(),
+        )
     }
 
     pub(crate) fn from_f64s(
@@ -160,7 +202,11 @@ impl Tensor {
         debug_assert_eq!(bytes.len(), t.nbytes());
         if !bytes.is_empty() {
             // SAFETY: the tensor's own storage, at least `bytes.len()` long, unused yet.
-            unsafe { device.backend().copy_host_to_device(t.addr(), bytes, t.stream())? };
+            unsafe {
+                device
+                    .backend()
+                    .copy_host_to_device(t.addr(), bytes, t.stream())?
+            };
         }
         Ok(t)
     }

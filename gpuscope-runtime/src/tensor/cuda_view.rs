@@ -59,7 +59,12 @@ impl Tensor {
         let cuda = backend
             .as_any()
             .downcast_ref::<CudaBackend>()
-            .ok_or_else(|| TensorError::Unsupported(format!("cuda_view of a tensor on {}", self.device().description())))?;
+            .ok_or_else(|| {
+                TensorError::Unsupported(format!(
+                    "cuda_view of a tensor on {}",
+                    self.device().description()
+                ))
+            })?;
         Ok(CudaView {
             ptr: self.addr().0,
             len: self.numel(),
