@@ -22,6 +22,10 @@ pub use gpuscope_runtime::*;
 ///   methods with a default body.
 /// - `#[no_grad]`: grad mode is off while the function runs (during each poll, for an
 ///   `async fn`) and restored afterwards, also on early return and panic.
+/// - Both attributes run gpuscope's lint rules on the body: `deny` findings (a tensor
+///   `mem::forget`-ten or stored in a static, `backward()` under `no_grad`) are compile
+///   errors, `warn` findings (a loss accumulated across iterations, ...) are warnings;
+///   `allow(rule, ..)`, `warn(..)`, `deny(..)` arguments change the levels.
 /// - `#[derive(ScopeValue)]`: lets a struct or enum holding tensors be returned from a
 ///   scope (fields that do not implement [`ScopeValue`](trait@ScopeValue) are skipped with
 ///   `#[scope_value(skip)]`).
@@ -64,7 +68,7 @@ pub use gpuscope_runtime::*;
 /// ```
 /// use gpuscope::{gpu_scope, scope, Device, Tensor};
 ///
-/// #[gpu_scope(name = "cache_fill")]
+/// #[gpu_scope(name = "cache_fill")] // (a static here would not compile: `static_escape`)
 /// fn fill(cache: &mut Vec<Tensor>, dev: &Device) {
 ///     cache.push(Tensor::zeros(&[16], dev).unwrap()); // outlives the scope: reported
 /// }

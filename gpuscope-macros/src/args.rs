@@ -11,9 +11,13 @@ use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Lit, LitStr};
 
 use crate::diagnostics::{alternatives, one_of, suggestion};
+use crate::lint::LintArgs;
 
 /// The arguments `#[gpu_scope]` takes.
-pub(crate) const SCOPE_ARGS: &[&str] = &["name", "leaks", "sync", "device"];
+pub(crate) const SCOPE_ARGS: &[&str] =
+    &["name", "leaks", "sync", "device", "allow", "warn", "deny"];
+/// The arguments `#[no_grad]` takes.
+pub(crate) const NO_GRAD_ARGS: &[&str] = &["allow", "warn", "deny"];
 /// The leak policies, as written in `leaks = "..."`.
 pub(crate) const POLICIES: &[&str] = &["warn", "deny", "allow"];
 
@@ -36,6 +40,8 @@ pub(crate) struct ScopeArgs {
     pub sync: bool,
     /// `device = <expr>`: the device the scope runs on, and the span of `device`.
     pub device: Option<(Span, Expr)>,
+    /// `allow(..)`, `warn(..)`, `deny(..)`: levels of the lint rules.
+    pub lints: LintArgs,
 }
 
 impl ScopeArgs {
@@ -46,6 +52,9 @@ impl ScopeArgs {
         let mut seen: Vec<(String, Span)> = Vec::new();
         let parser = syn::meta::parser(|meta| {
             let key = path_name(&meta)?;
+            if out.lints.parse_meta(&meta, &key)? {
+                return Ok(());
+            }
             if seen.iter().any(|(k, _)| *k == key) {
                 return Err(meta.error(format!("`{key}` is given more than once; keep one")));
             }
@@ -118,13 +127,22 @@ impl ScopeArgs {
     }
 }
 
-/// Parses `#[no_grad]`'s arguments: there are none.
-pub(crate) fn parse_no_grad(args: TokenStream) -> syn::Result<()> {
+/// Parses `#[no_grad]`'s arguments: lint levels only.
+pub(crate) fn parse_no_grad(args: TokenStream) -> syn::Result<LintArgs> {
+    let mut lints = LintArgs::default();
     let parser = syn::meta::parser(|meta| {
         let key = path_name(&meta)?;
-        Err(meta.error(format!("#[no_grad] takes no arguments; found `{key}`")))
+        if lints.parse_meta(&meta, &key)? {
+            return Ok(());
+        }
+        Err(meta.error(format!(
+            "#[no_grad] takes no arguments but lint levels ({}); found `{key}`{}",
+            one_of(&["allow(..)", "warn(..)", "deny(..)"]),
+            suggestion(&key, NO_GRAD_ARGS)
+        )))
     });
-    parser.parse2(args)
+    parser.parse2(args)?;
+    Ok(lints)
 }
 
 fn quoted(words: &[&str]) -> Vec<String> {
@@ -222,7 +240,7 @@ mod tests {
     fn errors() {
         assert_eq!(
             err(quote!(leak = "warn")),
-            "unknown argument `leak` for #[gpu_scope]: expected `name`, `leaks`, `sync` or `device`; did you mean `leaks`?"
+            "unknown argument `leak` for #[gpu_scope]: expected `name`, `leaks`, `sync`, `device`, `allow`, `warn` or `deny`; did you mean `leaks`?"
         );
         assert!(err(quote!(nme = "x")).ends_with("did you mean `name`?"));
         assert!(err(quote!(name = "a", name = "b")).contains("more than once"));
@@ -240,5 +258,22 @@ mod tests {
         assert!(err(quote!(name("x"))).contains("takes a value with `=`"));
         assert!(parse_no_grad(quote!(foo)).is_err());
         assert!(parse_no_grad(TokenStream::new()).is_ok());
+        let lints = parse_no_grad(quote!(allow(forget_tensor), deny(graph_accumulation))).unwrap();
+        assert_eq!(lints.overrides.len(), 2);
+        assert!(
+            parse_no_grad(quote!(allow(forget_tensr)))
+                .unwrap_err()
+                .to_string()
+                .contains("did you mean `forget_tensor`?")
+        );
+        assert!(parse_no_grad(quote!(allow)).is_err());
+        assert!(parse_no_grad(quote!(allow())).is_err());
+        let args =
+            ScopeArgs::parse(quote!(__gpuscope_linted, name = "x", warn(static_escape))).unwrap();
+        assert!(args.lints.linted);
+        assert_eq!(
+            args.lints.overrides,
+            vec![("static_escape".to_string(), gpuscope_lint::Level::Warn)]
+        );
     }
 }

@@ -15,6 +15,7 @@ use syn::{Expr, ExprAsync, ReturnType, Stmt, Type};
 use crate::args::{Leaks, ScopeArgs};
 use crate::diagnostics::error_with_item;
 use crate::item::{FnItem, Target};
+use crate::lint;
 
 /// `#[gpu_scope(...)]`.
 pub(crate) fn gpu_scope(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -33,7 +34,12 @@ pub(crate) fn gpu_scope(args: TokenStream, item: TokenStream) -> TokenStream {
         Ok(args) => args,
         Err(e) => return error_with_item(e, item),
     };
-    expand_scope(&f, &args)
+    let mut f = f;
+    let lints = lint::lint(&mut f, lint::Attr::GpuScope, &args.lints);
+    f.prelude = lints.warnings;
+    let mut out = lints.errors;
+    out.extend(expand_scope(&f, &args));
+    out
 }
 
 /// `#[no_grad]`.
@@ -49,10 +55,16 @@ pub(crate) fn no_grad(args: TokenStream, item: TokenStream) -> TokenStream {
         );
         return error_with_item(e, item);
     }
-    if let Err(e) = crate::args::parse_no_grad(args) {
-        return error_with_item(e, item);
-    }
-    expand_no_grad(&f)
+    let lint_args = match crate::args::parse_no_grad(args) {
+        Ok(lints) => lints,
+        Err(e) => return error_with_item(e, item),
+    };
+    let mut f = f;
+    let lints = lint::lint(&mut f, lint::Attr::NoGrad, &lint_args);
+    f.prelude = lints.warnings;
+    let mut out = lints.errors;
+    out.extend(expand_no_grad(&f));
+    out
 }
 
 /// The function the attribute is on, or the error saying why there is none.

@@ -18,10 +18,12 @@ pub(crate) struct FnItem {
     /// `#![...]` at the top of the body.
     pub inner_attrs: Vec<Attribute>,
     pub stmts: Vec<Stmt>,
+    /// Statements the expansion puts first in the body (lint warnings).
+    pub prelude: TokenStream,
 }
 
 impl FnItem {
-    /// The body with `stmts` in place of the function's statements.
+    /// The function with `body` (after [`FnItem::prelude`]) in place of its statements.
     pub(crate) fn to_tokens_with_body(&self, body: TokenStream) -> TokenStream {
         let mut out = TokenStream::new();
         out.append_all(&self.attrs);
@@ -29,10 +31,12 @@ impl FnItem {
         self.defaultness.to_tokens(&mut out);
         self.sig.to_tokens(&mut out);
         let inner = &self.inner_attrs;
+        let prelude = &self.prelude;
         self.brace.surround(&mut out, |out| {
             for attr in inner {
                 attr.to_tokens(out);
             }
+            out.extend(prelude.clone());
             out.extend(body);
         });
         out
@@ -93,6 +97,7 @@ impl Parse for Target {
             brace,
             inner_attrs,
             stmts,
+            prelude: TokenStream::new(),
         })))
     }
 }

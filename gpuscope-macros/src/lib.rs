@@ -33,6 +33,7 @@
 //! | `leaks = "warn"` / `"deny"` / `"allow"` | what a leak does: report it, report it and panic at exit, or nothing (default: the process-wide policy, `GPUSCOPE_LEAKS`, `warn` unless set) |
 //! | `sync` (or `sync = true` / `sync = false`) | at exit, wait for the GPU streams the scope's tensors were made on |
 //! | `device = <expr>` | the device the scope runs on, see below |
+//! | `allow(rule, ..)`, `warn(..)`, `deny(..)` | levels of gpuscope's lint rules for this function, see [Lints](#lints) |
 //!
 //! `device = <expr>` is evaluated once when the scope opens (after the parameters are
 //! bound, before the body; for an `async fn`, at its first poll) and must be, or deref
@@ -122,7 +123,8 @@
 //! `let __gpuscope_no_grad = ::gpuscope::__private::GradModeGuard::no_grad();` first
 //! in the body. On an `async fn` (or a function returning an async block, as above),
 //! grad mode is off during each poll of the body's future only, since grad mode is per
-//! thread and the future may move between threads at each `.await`. Takes no arguments.
+//! thread and the future may move between threads at each `.await`. Takes no arguments
+//! but lint levels (`#[no_grad(allow(rule))]`, see [Lints](#lints)).
 //!
 //! # `#[derive(ScopeValue)]`
 //!
@@ -141,18 +143,47 @@
 //! }
 //! ```
 //!
+//! # Lints
+//!
+//! Both attributes run the rules of `gpuscope-lint` on the function's body (the same
+//! rules as the `gpuscope lint` command), knowing whether the function is
+//! `#[gpu_scope]` and/or `#[no_grad]`:
+//!
+//! - a `deny` finding (`forget_tensor`, `static_escape`, `backward_in_no_grad` by
+//!   default) is a compile error at the offending expression, with the rule's help;
+//! - a `warn` finding (`graph_accumulation`, `missing_zero_grad`, ... by default) is a
+//!   real compiler warning at the expression, on stable Rust: the expansion uses a
+//!   deprecated constant named after the rule there (`warning: use of deprecated
+//!   constant `train::gpuscope_graph_accumulation`: <message> help: <help>`), so
+//!   `#[allow(deprecated)]` also silences it. The function compiles and behaves the same.
+//!
+//! `allow(rule, ..)`, `warn(rule, ..)` and `deny(rule, ..)` set levels for the function
+//! (an unknown rule is an error, with a suggestion). On a function with both attributes,
+//! the levels of both apply and the body is linted once, by the attribute that expands
+//! first (it marks the other with a hidden `__gpuscope_linted` argument).
+//!
+//! ```ignore
+//! #[gpu_scope(allow(static_escape))] // a cache on purpose
+//! fn warm_up(dev: &Device) -> Result<(), TensorError> {
+//!     CACHE.lock().unwrap().push(Tensor::zeros(&[1 << 20], dev)?);
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # Errors
 //!
 //! A misuse is one compile error spanned on the offending token, and the item is
 //! emitted unchanged, so nothing cascades from it: an unknown argument (with a
-//! suggestion for near misses), a repeated argument, a value of the wrong kind, the
-//! attribute on something that is not a function with a body, or on a `const fn`.
+//! suggestion for near misses), a repeated argument, a value of the wrong kind, an
+//! unknown lint rule, the attribute on something that is not a function with a body,
+//! or on a `const fn`.
 
 mod args;
 mod derive;
 mod diagnostics;
 mod expand;
 mod item;
+mod lint;
 
 use proc_macro::TokenStream;
 
@@ -169,6 +200,8 @@ use proc_macro::TokenStream;
 /// - `sync`: at exit, wait for the streams the scope's tensors were made on.
 /// - `device = <expr>`: evaluated when the scope opens, must be (or deref to) a
 ///   `Device`; with `sync`, the scope also waits for that whole device at exit.
+/// - `allow(rule, ..)`, `warn(..)`, `deny(..)`: levels of gpuscope's lint rules, which
+///   run on the body: `deny` findings are compile errors, `warn` findings warnings.
 ///
 /// On an `async fn` the scope stays open across `.await`s and closes when the future
 /// completes or is dropped. `?` returns do not escape (an `Err` holding tensors is
@@ -180,7 +213,8 @@ pub fn gpu_scope(args: TokenStream, item: TokenStream) -> TokenStream {
 
 /// `#[no_grad]`: grad mode is off while the function runs and is restored when it
 /// returns, also on early return and panic. On an `async fn`, it is off during each poll
-/// of the body (grad mode is per thread). Takes no arguments.
+/// of the body (grad mode is per thread). Takes no arguments but lint levels
+/// (`allow(rule, ..)`, `warn(..)`, `deny(..)`), as `#[gpu_scope]`.
 #[proc_macro_attribute]
 pub fn no_grad(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::no_grad(args.into(), item.into()).into()
