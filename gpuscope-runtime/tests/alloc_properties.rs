@@ -352,11 +352,11 @@ fn check_recount(
     Ok(())
 }
 
-/// A known bug (see `regression_virtual_memory_small_request_takes_merged_oversize_block`):
+/// A fixed bug (see `regression_virtual_memory_small_request_takes_merged_oversize_block`):
 /// with virtual memory, growing next to a free block merges the new pages into it and the
 /// request takes the whole merged block unsplit when it reaches `max_split_size`. While
 /// it stands, the split rules are not checked for oversize blocks on that path.
-const TOLERATE_MERGED_OVERSIZE_BLOCKS: bool = true;
+const TOLERATE_MERGED_OVERSIZE_BLOCKS: bool = false;
 
 /// The block sizes the rounding and split rules allow for a request rounded to `rounded`.
 fn block_size_allowed(size: usize, rounded: usize, config: &AllocConfig, vmm: bool) -> bool {
@@ -1433,7 +1433,6 @@ fn cross_stream_free_waits_for_the_stream() {
 /// oversize requests). Growing next to a free oversize block maps the new pages onto it,
 /// the merged free block is oversize, and the small request takes all of it.
 #[test]
-#[ignore = "bug: with virtual memory, growth next to a free block >= max_split_size hands the whole merged block to a small request"]
 fn regression_virtual_memory_small_request_takes_merged_oversize_block() {
     let dev = Arc::new(TestBackend::builder().virtual_memory(PAGE).build());
     let alloc = CachingAllocator::new(dev, "max_split_size_mb:32".parse().unwrap()).unwrap();
@@ -1463,7 +1462,6 @@ fn regression_virtual_memory_small_request_takes_merged_oversize_block() {
 /// block was already uncounted and marked pending, with no event to complete it: the
 /// block stays pending for good, and its segment can never be returned.
 #[test]
-#[ignore = "bug: record_stream on a stream the backend never created makes the later free fail and leaves the block pending forever (its segment leaks)"]
 fn regression_record_stream_on_unknown_stream_leaks_the_block() {
     let dev = Arc::new(TestBackend::builder().build());
     let alloc = CachingAllocator::new(dev.clone(), AllocConfig::default()).unwrap();
@@ -1490,7 +1488,6 @@ fn regression_record_stream_on_unknown_stream_leaks_the_block() {
 /// `empty_cache` then fails on that stream's segment and stops there, so other streams'
 /// free segments are not returned either.
 #[test]
-#[ignore = "bug: allocate on a stream the backend never created succeeds; empty_cache then fails and keeps every segment after it"]
 fn regression_allocate_on_unknown_stream_blocks_empty_cache() {
     let dev = Arc::new(TestBackend::builder().build());
     let alloc =

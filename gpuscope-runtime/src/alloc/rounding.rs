@@ -105,7 +105,10 @@ pub fn should_split(pool: Pool, block_size: usize, rounded: usize, config: &Allo
     let remaining = block_size - rounded;
     match pool {
         Pool::Small => remaining >= MIN_BLOCK_SIZE,
-        Pool::Large if paged => block_size < config.max_split_size && remaining >= MIN_BLOCK_SIZE,
+        // Pages rejoin their neighbours and move where they are needed, so a paged block
+        // is split whatever its size: a merged free run past `max_split_size` must not be
+        // handed whole to a small request.
+        Pool::Large if paged => remaining >= MIN_BLOCK_SIZE,
         Pool::Large => block_size < config.max_split_size && remaining > SMALL_SIZE,
     }
 }
@@ -148,6 +151,7 @@ mod tests {
         assert!(should_split(Pool::Large, 20 << 20, 2 << 20, &c, false));
         let c: AllocConfig = "max_split_size_mb:40".parse().unwrap();
         assert!(!should_split(Pool::Large, 60 << 20, 2 << 20, &c, false));
-        assert!(!should_split(Pool::Large, 60 << 20, 2 << 20, &c, true));
+        // Pages split whatever the size (the rest rejoins its neighbours).
+        assert!(should_split(Pool::Large, 60 << 20, 2 << 20, &c, true));
     }
 }

@@ -54,6 +54,8 @@ pub(crate) struct AllocState {
     pub(super) limit: Option<(usize, String)>,
     pub(super) total_memory: usize,
     pub(super) tick: u64,
+    /// Streams the backend confirmed it has.
+    known_streams: Vec<bool>,
     /// The reserve ratio in effect (see `adapt_reserve_ratio`).
     pub(super) effective_ratio: f64,
     pub(super) window_start: u64,
@@ -87,6 +89,7 @@ impl AllocState {
             limit: None,
             total_memory,
             tick: 0,
+            known_streams: Vec::new(),
             effective_ratio: 0.0,
             window_start: 0,
             window_remaps: 0,
@@ -144,9 +147,29 @@ impl AllocState {
         }
     }
 
+    /// Refuses a stream the backend never created (checked once per stream).
+    #[inline]
+    fn check_stream(&mut self, stream: StreamId) -> Result<(), AllocError> {
+        if self.known_streams.get(stream.index()).copied().unwrap_or(false) {
+            return Ok(());
+        }
+        if !self.backend.has_stream(stream) {
+            return Err(AllocError::Backend(BackendError::InvalidHandle {
+                what: "stream",
+                detail: format!("{stream} is not a stream of {}: create streams with the device's backend", self.backend.name()),
+            }));
+        }
+        if self.known_streams.len() <= stream.index() {
+            self.known_streams.resize(stream.index() + 1, false);
+        }
+        self.known_streams[stream.index()] = true;
+        Ok(())
+    }
+
     // ----------------------------------------------------------------- malloc
 
     pub fn malloc(&mut self, size: usize, stream: StreamId) -> Result<u32, AllocError> {
+        self.check_stream(stream)?;
         if !self.pending.is_empty() {
             self.process_events()?;
         }
@@ -289,6 +312,7 @@ impl AllocState {
 
     pub fn record_stream(&mut self, index: u32, generation: u32, stream: StreamId) -> Result<(), AllocError> {
         self.check_handle(index, generation)?;
+        self.check_stream(stream)?;
         let b = self.slab.get_mut(index);
         if stream != b.stream && !b.stream_uses.contains(&stream) {
             b.stream_uses.push(stream);

@@ -240,6 +240,10 @@ impl Backend for CudaBackend {
         Ok(StreamId((streams.len() - 1) as u32))
     }
 
+    fn has_stream(&self, stream: StreamId) -> bool {
+        (stream.0 as usize) < self.streams.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     fn synchronize_stream(&self, stream: StreamId) -> Result<(), BackendError> {
         self.cuda_stream(stream)?.synchronize().map_err(|e| driver("cuStreamSynchronize", e))
     }

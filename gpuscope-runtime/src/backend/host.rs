@@ -135,6 +135,10 @@ impl Backend for HostBackend {
         Ok(StreamId(self.streams.fetch_add(1, Ordering::Relaxed)))
     }
 
+    fn has_stream(&self, stream: StreamId) -> bool {
+        self.check_stream(stream).is_ok()
+    }
+
     fn synchronize_stream(&self, stream: StreamId) -> Result<(), BackendError> {
         self.check_stream(stream)
     }

@@ -192,7 +192,11 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn create_stream(&self) -> Result<StreamId, BackendError>;
 
     /// Blocks until all work queued on `stream` has finished.
-    fn synchronize_stream(&self, stream: StreamId) -> Result<(), BackendError>;
+/// Whether `stream` is a stream of this backend (the default stream, or one that
+    /// [`Backend::create_stream`] returned).
+    fn has_stream(&self, stream: StreamId) -> bool;
+
+        fn synchronize_stream(&self, stream: StreamId) -> Result<(), BackendError>;
 
     /// Blocks until all work on every stream of the device has finished.
     fn synchronize_device(&self) -> Result<(), BackendError>;

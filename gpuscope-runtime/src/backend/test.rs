@@ -297,6 +297,10 @@ impl Backend for TestBackend {
         Ok(StreamId((st.streams.len() - 1) as u32))
     }
 
+    fn has_stream(&self, stream: StreamId) -> bool {
+        (stream.0 as usize) < self.state().streams.len()
+    }
+
     fn synchronize_stream(&self, stream: StreamId) -> Result<(), BackendError> {
         let mut st = self.state();
         let i = st.stream(stream)?;
