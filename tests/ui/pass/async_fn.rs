@@ -56,6 +56,23 @@ async fn free(dev: &Device) -> Tensor {
     Tensor::ones(&[1], dev).unwrap()
 }
 
+trait Source {
+    fn device(&self) -> &Device;
+
+    // An `async fn` with a default body in a trait.
+    #[gpu_scope]
+    async fn fetch(&self, n: usize) -> Tensor {
+        std::future::ready(()).await;
+        Tensor::zeros(&[n], self.device()).unwrap()
+    }
+}
+
+impl Source for Loader {
+    fn device(&self) -> &Device {
+        &self.dev
+    }
+}
+
 fn assert_send<T: Send>(t: T) -> T {
     t
 }
@@ -69,5 +86,6 @@ fn main() {
     assert_eq!(block_on(assert_send(free(&dev))).shape(), &[1]);
     assert_eq!(block_on(parse_and_make(&dev, "3")).unwrap().len(), 3);
     assert!(block_on(parse_and_make(&dev, "x")).is_err());
+    assert_eq!(block_on(l.fetch(2)).shape(), &[2]);
     assert_eq!(block_on(l.consume()), dev);
 }
