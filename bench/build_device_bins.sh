@@ -20,4 +20,5 @@ for l in sys.stdin:
         print(d["target"]["name"], d["executable"])' \
   | while read -r name exe; do cp "$exe" ".device-bin/tests/$name"; done
 strip .device-bin/* .device-bin/tests/* 2>/dev/null || true
+pwd > .device-bin/build_root
 du -sh .device-bin

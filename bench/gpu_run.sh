@@ -1,13 +1,42 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the repository root, after bench/build_device_bins.sh here:
-# runs every test binary (CUDA tests run for real there), the allocator comparison with
-# PyTorch, and the training example; writes logs under $1 (default ./gpu-out).
+# Everything the GPU machine runs, in one call, after bench/build_device_bins.sh here.
+# From the repository root on the GPU machine: bash bench/gpu_run.sh OUT_DIR
+# Writes logs into OUT_DIR/gpu and packs them as OUT_DIR/gpu.tgz.
 set -uo pipefail
-out=${1:-gpu-out}
+out=$1/gpu
 mkdir -p "$out"
+root=$(pwd)
+# Test binaries find their data through paths fixed at compile time (this checkout's
+# location on the build machine): make that path lead here.
+build_root=$(cat .device-bin/build_root)
+if [[ $build_root != "$root" ]]; then mkdir -p "$(dirname "$build_root")"; ln -sfn "$root" "$build_root"; fi
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$out/gpu.txt"
+
+# 1. Every test binary (CUDA tests run for real here). ui (trybuild) and lint_cli need
+#    cargo and the build tree, so they run where the code is built.
 for t in .device-bin/tests/*; do
-  echo "== $(basename "$t")"
-  (cd "$(dirname "$0")/.." && "$t" --test-threads=4 2>&1) | grep -E "^test |test result|skipped|panicked" || true
+  name=$(basename "$t")
+  [[ $name == ui || $name == lint_cli ]] && continue
+  echo "== $name"
+  "$t" --test-threads=4 2>&1 | grep -E "^test |test result|skipped|panicked|FAILED" || true
 done > "$out/tests.txt" 2>&1
-grep -E "test result|FAILED|panicked" "$out/tests.txt" | sort | uniq -c
+
+# 2. The allocator against PyTorch's.
+bash bench/compare_torch.sh .device-bin/gpuscope "$out/cmp" tests/data/traces/*.csv > /dev/null 2>&1
+.device-bin/gpuscope replay --backend cuda --format json --warm-passes 10 tests/data/traces/*.csv > "$out/cmp/gpuscope_passes10.jsonl"
+
+# 3. Training: gpuscope (tracking off, the release default; and on), PyTorch's twin.
+.device-bin/train --device cuda --timeline "$out/timeline.svg" > "$out/train_cuda.txt" 2>&1
+GPUSCOPE_TRACK=1 .device-bin/train --device cuda --timeline /tmp/t.svg > "$out/train_cuda_tracked.txt" 2>&1
+python3 bench/torch_mlp.py > "$out/torch_mlp.txt" 2>&1
+.device-bin/train --device cuda --hidden 1024 --batch-size 1024 --samples 100000 --epochs 3 --timeline /tmp/t.svg > "$out/train_cuda_1024.txt" 2>&1
+python3 bench/torch_mlp.py --hidden 1024 --batch-size 1024 --samples 100000 --epochs 3 > "$out/torch_mlp_1024.txt" 2>&1
+
+# 4. compute-sanitizer memcheck over a short training run.
+cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+"$cs" --tool memcheck --leak-check no .device-bin/train --device cuda --epochs 1 --samples 2000 --timeline /tmp/t.svg > "$out/memcheck.txt" 2>&1
+tar czf "$1/gpu.tgz" -C "$1" gpu
+grep -hE "test result|FAILED|panicked" "$out/tests.txt" | sort | uniq -c
+tail -3 "$out/memcheck.txt"
+grep -h "warm steps\|ms/step" "$out"/train_cuda*.txt "$out"/torch_mlp*.txt
+cat "$out/cmp/table.md"
