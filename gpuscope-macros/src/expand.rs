@@ -12,82 +12,68 @@ use syn::visit::Visit;
 use syn::visit_mut::VisitMut;
 use syn::{Expr, ExprAsync, ReturnType, Stmt, Type};
 
-use crate::args::{Leaks, ScopeArgs};
+use crate::args::{Leaks, ScopeArgs, parse_no_grad};
 use crate::diagnostics::error_with_item;
 use crate::item::{FnItem, Target};
-use crate::lint;
+use crate::lint::{self, Attr};
 
 /// `#[gpu_scope(...)]`.
 pub(crate) fn gpu_scope(args: TokenStream, item: TokenStream) -> TokenStream {
-    let f = match function(&item, "gpu_scope") {
-        Ok(f) => f,
+    let parsed = function(&item, Attr::GpuScope).and_then(|f| Ok((f, ScopeArgs::parse(args)?)));
+    let (mut f, args) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => return error_with_item(e, item),
     };
-    if let Some(constness) = &f.sig.constness {
-        let e = syn::Error::new(
-            constness.span,
-            "#[gpu_scope] cannot go on a `const fn`: a const fn cannot open a scope at run time",
-        );
-        return error_with_item(e, item);
-    }
-    let args = match ScopeArgs::parse(args) {
-        Ok(args) => args,
-        Err(e) => return error_with_item(e, item),
-    };
-    let mut f = f;
-    let lints = lint::lint(&mut f, lint::Attr::GpuScope, &args.lints);
-    f.prelude = lints.warnings;
-    let mut out = lints.errors;
-    out.extend(expand_scope(&f, &args));
-    out
+    let lints = lint::lint(&mut f, Attr::GpuScope, &args.lints);
+    lints.around(f, |f| expand_scope(f, &args))
 }
 
 /// `#[no_grad]`.
 pub(crate) fn no_grad(args: TokenStream, item: TokenStream) -> TokenStream {
-    let f = match function(&item, "no_grad") {
-        Ok(f) => f,
+    let parsed = function(&item, Attr::NoGrad).and_then(|f| Ok((f, parse_no_grad(args)?)));
+    let (mut f, lint_args) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => return error_with_item(e, item),
     };
-    if let Some(constness) = &f.sig.constness {
-        let e = syn::Error::new(
-            constness.span,
-            "#[no_grad] cannot go on a `const fn`: grad mode is set at run time",
-        );
-        return error_with_item(e, item);
-    }
-    let lint_args = match crate::args::parse_no_grad(args) {
-        Ok(lints) => lints,
-        Err(e) => return error_with_item(e, item),
-    };
-    let mut f = f;
-    let lints = lint::lint(&mut f, lint::Attr::NoGrad, &lint_args);
-    f.prelude = lints.warnings;
-    let mut out = lints.errors;
-    out.extend(expand_no_grad(&f));
-    out
+    let lints = lint::lint(&mut f, Attr::NoGrad, &lint_args);
+    lints.around(f, expand_no_grad)
 }
 
 /// The function the attribute is on, or the error saying why there is none.
-fn function(item: &TokenStream, attr: &str) -> syn::Result<FnItem> {
-    match syn::parse2::<Target>(item.clone())? {
-        Target::Fn(f) => Ok(*f),
-        Target::Bodiless { semi } => Err(syn::Error::new(
-            semi,
-            format!(
-                "#[{attr}] needs a function body: put it on the trait method's default body or on its implementations"
-            ),
-        )),
+fn function(item: &TokenStream, attr: Attr) -> syn::Result<FnItem> {
+    let name = attr.name();
+    let f = match syn::parse2::<Target>(item.clone())? {
+        Target::Fn(f) => *f,
+        Target::Bodiless { semi } => {
+            return Err(syn::Error::new(
+                semi,
+                format!(
+                    "#[{name}] needs a function body: put it on the trait method's default body or on its implementations"
+                ),
+            ));
+        }
         Target::Other { what, span } => {
             let hint = match what {
                 "an impl block" | "a trait" => "; put it on the methods that should have it",
                 _ => "",
             };
-            Err(syn::Error::new(
+            return Err(syn::Error::new(
                 span,
-                format!("#[{attr}] goes on a function, not on {what}{hint}"),
-            ))
+                format!("#[{name}] goes on a function, not on {what}{hint}"),
+            ));
         }
+    };
+    if let Some(constness) = &f.sig.constness {
+        let why = match attr {
+            Attr::GpuScope => "a const fn cannot open a scope at run time",
+            Attr::NoGrad => "grad mode is set at run time",
+        };
+        return Err(syn::Error::new(
+            constness.span,
+            format!("#[{name}] cannot go on a `const fn`: {why}"),
+        ));
     }
+    Ok(f)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -106,14 +92,7 @@ fn local(name: &str) -> proc_macro2::Ident {
 fn scope_options(f: &FnItem, args: &ScopeArgs) -> TokenStream {
     let p = private();
     let ident = &f.sig.ident;
-    let name = match &args.name {
-        Some(lit) => lit.to_token_stream(),
-        None => {
-            let name = ident.to_string();
-            let name = name.strip_prefix("r#").unwrap_or(&name);
-            syn::LitStr::new(name, ident.span()).to_token_stream()
-        }
-    };
+    let name = scope_name(f, args);
     // `line!()` and `column!()` spanned at the function's name report its position.
     let line = quote_spanned!(ident.span()=> ::core::line!());
     let column = quote_spanned!(ident.span()=> ::core::column!());
@@ -210,7 +189,7 @@ fn escape_traits() -> TokenStream {
 
 /// The statements that evaluate `device = <expr>`: checked to be (or deref to) a
 /// `Device`; with `sync`, a guard that waits for the whole device when dropped.
-fn device_statements(args: &ScopeArgs, name: &TokenStream) -> TokenStream {
+fn device_statements(args: &ScopeArgs, name: &syn::LitStr) -> TokenStream {
     let Some((key, expr)) = &args.device else {
         return TokenStream::new();
     };
@@ -245,13 +224,15 @@ fn device_statements(args: &ScopeArgs, name: &TokenStream) -> TokenStream {
     }
 }
 
-fn scope_name(f: &FnItem, args: &ScopeArgs) -> TokenStream {
+/// The scope's name: `name = "..."`, else the function's name.
+fn scope_name(f: &FnItem, args: &ScopeArgs) -> syn::LitStr {
     match &args.name {
-        Some(lit) => lit.to_token_stream(),
+        Some(lit) => lit.clone(),
         None => {
-            let name = f.sig.ident.to_string();
-            let name = name.strip_prefix("r#").unwrap_or(&name).to_string();
-            quote!(#name)
+            let ident = &f.sig.ident;
+            let name = ident.to_string();
+            let name = name.strip_prefix("r#").unwrap_or(&name);
+            syn::LitStr::new(name, ident.span())
         }
     }
 }

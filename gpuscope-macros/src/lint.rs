@@ -89,6 +89,14 @@ pub(crate) enum Attr {
 }
 
 impl Attr {
+    /// `gpu_scope` or `no_grad`.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Attr::GpuScope => "gpu_scope",
+            Attr::NoGrad => "no_grad",
+        }
+    }
+
     fn of(attr: &Attribute) -> Option<Attr> {
         match attr.path().segments.last()?.ident.to_string().as_str() {
             "gpu_scope" => Some(Attr::GpuScope),
@@ -112,6 +120,20 @@ pub(crate) struct Lints {
     pub errors: TokenStream,
     /// Statements raising the `warn` findings, to put first in the body.
     pub warnings: TokenStream,
+}
+
+impl Lints {
+    /// The errors, then `f` expanded by `expand` with the warnings first in its body.
+    pub(crate) fn around(
+        self,
+        mut f: FnItem,
+        expand: impl FnOnce(&FnItem) -> TokenStream,
+    ) -> TokenStream {
+        f.prelude = self.warnings;
+        let mut out = self.errors;
+        out.extend(expand(&f));
+        out
+    }
 }
 
 /// Lints `f`'s body for the attribute `this` with its arguments `own`, unless another
