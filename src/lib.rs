@@ -88,6 +88,8 @@ pub mod __private {
     pub use gpuscope_runtime::Device;
     pub use gpuscope_runtime::grad::GradModeGuard;
     pub use gpuscope_runtime::scope::escape::dispatch::{EscapeOther, EscapeScopeValue, Escapee};
-    pub use gpuscope_runtime::scope::{LeakPolicy, ScopeGuard, ScopeOptions, ScopeValue, Scoped, scoped};
+    pub use gpuscope_runtime::scope::{
+        LeakPolicy, ScopeGuard, ScopeOptions, ScopeValue, Scoped, scoped,
+    };
     pub use gpuscope_runtime::tensor::Tensor;
 }

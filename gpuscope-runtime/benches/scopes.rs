@@ -6,7 +6,9 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use gpuscope_runtime::scope::{LeakPolicy, ScopeGuard, ScopeOptions, set_leak_policy, set_tracking};
+use gpuscope_runtime::scope::{
+    LeakPolicy, ScopeGuard, ScopeOptions, set_leak_policy, set_tracking,
+};
 use gpuscope_runtime::tensor::DType;
 use gpuscope_runtime::{Device, Tensor, backend::StreamId};
 
@@ -16,7 +18,11 @@ fn scopes(c: &mut Criterion) {
     let mut g = c.benchmark_group("scope");
     for tracking in [false, true] {
         set_tracking(tracking);
-        let label = if tracking { "tracking on" } else { "tracking off" };
+        let label = if tracking {
+            "tracking on"
+        } else {
+            "tracking off"
+        };
         g.bench_function(BenchmarkId::new("empty enter+exit", label), |b| {
             b.iter(|| {
                 let s = ScopeGuard::enter(ScopeOptions::new("bench"));
@@ -24,22 +30,27 @@ fn scopes(c: &mut Criterion) {
             })
         });
         for n in [1usize, 16, 64] {
-            g.bench_function(BenchmarkId::new(format!("{n} tensors made and dropped"), label), |b| {
-                b.iter(|| {
-                    let s = ScopeGuard::enter(ScopeOptions::new("bench"));
-                    for _ in 0..n {
-                        let t = Tensor::empty_on(&[16], DType::F32, &dev, StreamId::DEFAULT).expect("alloc");
-                        black_box(&t);
-                    }
-                    drop(s);
-                })
-            });
+            g.bench_function(
+                BenchmarkId::new(format!("{n} tensors made and dropped"), label),
+                |b| {
+                    b.iter(|| {
+                        let s = ScopeGuard::enter(ScopeOptions::new("bench"));
+                        for _ in 0..n {
+                            let t = Tensor::empty_on(&[16], DType::F32, &dev, StreamId::DEFAULT)
+                                .expect("alloc");
+                            black_box(&t);
+                        }
+                        drop(s);
+                    })
+                },
+            );
         }
         // The same tensors without any scope: the baseline the scope adds to.
         g.bench_function(BenchmarkId::new("16 tensors, no scope", label), |b| {
             b.iter(|| {
                 for _ in 0..16 {
-                    let t = Tensor::empty_on(&[16], DType::F32, &dev, StreamId::DEFAULT).expect("alloc");
+                    let t = Tensor::empty_on(&[16], DType::F32, &dev, StreamId::DEFAULT)
+                        .expect("alloc");
                     black_box(&t);
                 }
             })

@@ -15,7 +15,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Ok(());
     }
     let dev = CudaBackend::new(0)?;
-    let vm = dev.virtual_memory().ok_or("this GPU has no virtual memory management")?;
+    let vm = dev
+        .virtual_memory()
+        .ok_or("this GPU has no virtual memory management")?;
     let page = vm.granularity();
     println!("device: {}, granularity {} KiB", dev.name(), page >> 10);
 
@@ -46,15 +48,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         vm.release_chunk(b, page)?;
         vm.free_address(va, 8 * page)?;
     }
-    println!("remapping: ok (two one-page chunks mapped side by side, one remapped elsewhere, data kept)");
+    println!(
+        "remapping: ok (two one-page chunks mapped side by side, one remapped elsewhere, data kept)"
+    );
 
     // 2. Costs.
-    let time = |label: &str, n: usize, f: &mut dyn FnMut(usize) -> Result<(), Box<dyn std::error::Error>>| -> Result<(), Box<dyn std::error::Error>> {
+    let time = |label: &str,
+                n: usize,
+                f: &mut dyn FnMut(usize) -> Result<(), Box<dyn std::error::Error>>|
+     -> Result<(), Box<dyn std::error::Error>> {
         let t = Instant::now();
         for i in 0..n {
             f(i)?;
         }
-        println!("{label:<40} {:>10.2} us", t.elapsed().as_secs_f64() * 1e6 / n as f64);
+        println!(
+            "{label:<40} {:>10.2} us",
+            t.elapsed().as_secs_f64() * 1e6 / n as f64
+        );
         Ok(())
     };
     let pages = 512;
@@ -64,35 +74,65 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         chunks.push(vm.create_chunk(page)?);
         Ok(())
     })?;
-    time("cuMemMap (one 2 MiB page)", pages, &mut |i| unsafe { Ok(vm.map(va.offset(i * page), page, chunks[i])?) })?;
-    time("cuMemSetAccess (one page)", pages, &mut |i| unsafe { Ok(vm.set_access(va.offset(i * page), page)?) })?;
+    time("cuMemMap (one 2 MiB page)", pages, &mut |i| unsafe {
+        Ok(vm.map(va.offset(i * page), page, chunks[i])?)
+    })?;
+    time("cuMemSetAccess (one page)", pages, &mut |i| unsafe {
+        Ok(vm.set_access(va.offset(i * page), page)?)
+    })?;
     let t = Instant::now();
     unsafe { vm.set_access(va, pages * page)? };
-    println!("{:<40} {:>10.2} us", "cuMemSetAccess (512 pages at once)", t.elapsed().as_secs_f64() * 1e6);
-    time("cuMemUnmap (one page)", pages, &mut |i| unsafe { Ok(vm.unmap(va.offset(i * page), page)?) })?;
-    time("cuMemRelease (one 2 MiB page)", pages, &mut |i| unsafe { Ok(vm.release_chunk(chunks[i], page)?) })?;
-    for (label, size) in [("cuMemCreate 2 MiB", page), ("cuMemCreate 64 MiB", 32 * page), ("cuMemCreate 1 GiB", 512 * page)] {
+    println!(
+        "{:<40} {:>10.2} us",
+        "cuMemSetAccess (512 pages at once)",
+        t.elapsed().as_secs_f64() * 1e6
+    );
+    time("cuMemUnmap (one page)", pages, &mut |i| unsafe {
+        Ok(vm.unmap(va.offset(i * page), page)?)
+    })?;
+    time("cuMemRelease (one 2 MiB page)", pages, &mut |i| unsafe {
+        Ok(vm.release_chunk(chunks[i], page)?)
+    })?;
+    for (label, size) in [
+        ("cuMemCreate 2 MiB", page),
+        ("cuMemCreate 64 MiB", 32 * page),
+        ("cuMemCreate 1 GiB", 512 * page),
+    ] {
         let t = Instant::now();
         let c = vm.create_chunk(size)?;
         let created = t.elapsed().as_secs_f64() * 1e6;
         let t = Instant::now();
         unsafe { vm.release_chunk(c, size)? };
-        println!("{label:<40} {created:>10.2} us   release {:>10.2} us", t.elapsed().as_secs_f64() * 1e6);
+        println!(
+            "{label:<40} {created:>10.2} us   release {:>10.2} us",
+            t.elapsed().as_secs_f64() * 1e6
+        );
     }
-    for (label, size) in [("cuMemAlloc 2 MiB", page), ("cuMemAlloc 64 MiB", 32 * page), ("cuMemAlloc 1 GiB", 512 * page)] {
+    for (label, size) in [
+        ("cuMemAlloc 2 MiB", page),
+        ("cuMemAlloc 64 MiB", 32 * page),
+        ("cuMemAlloc 1 GiB", 512 * page),
+    ] {
         let t = Instant::now();
         let a = dev.malloc(size)?;
         let created = t.elapsed().as_secs_f64() * 1e6;
         let t = Instant::now();
         unsafe { dev.free(a, size)? };
-        println!("{label:<40} {created:>10.2} us   free    {:>10.2} us", t.elapsed().as_secs_f64() * 1e6);
+        println!(
+            "{label:<40} {created:>10.2} us   free    {:>10.2} us",
+            t.elapsed().as_secs_f64() * 1e6
+        );
     }
     unsafe { vm.free_address(va, pages * page)? };
     let s = dev.create_stream()?;
-    time("cuStreamSynchronize (idle stream)", 10000, &mut |_| Ok(dev.synchronize_stream(s)?))?;
+    time("cuStreamSynchronize (idle stream)", 10000, &mut |_| {
+        Ok(dev.synchronize_stream(s)?)
+    })?;
     let e = dev.create_event()?;
     time("cuEventRecord", 10000, &mut |_| Ok(dev.record_event(e, s)?))?;
-    time("cuEventQuery (complete)", 10000, &mut |_| Ok(dev.query_event(e).map(|_| ())?))?;
+    time("cuEventQuery (complete)", 10000, &mut |_| {
+        Ok(dev.query_event(e).map(|_| ())?)
+    })?;
     dev.destroy_event(e)?;
     Ok(())
 }

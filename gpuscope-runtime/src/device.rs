@@ -57,7 +57,10 @@ static CUDA: Mutex<Vec<Option<Device>>> = Mutex::new(Vec::new());
 impl Device {
     /// A device over `backend` with its own allocator (not shared with
     /// [`Device::host`] / [`Device::cuda`]). Used by tests and by replay.
-    pub fn with_backend(backend: Arc<dyn Backend>, config: AllocConfig) -> Result<Device, DeviceError> {
+    pub fn with_backend(
+        backend: Arc<dyn Backend>,
+        config: AllocConfig,
+    ) -> Result<Device, DeviceError> {
         let allocator = CachingAllocator::new(backend.clone(), config)?;
         Ok(Device {
             inner: Arc::new(DeviceInner { backend, allocator }),

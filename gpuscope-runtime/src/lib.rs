@@ -40,9 +40,9 @@ pub mod trace;
 
 pub use device::{Device, DeviceBuffer, DeviceError};
 pub use grad::{is_grad_enabled, no_grad};
+pub use optim::{AdamW, Optimizer, Sgd, fit_batch_size};
 pub use scope::{LeakPolicy, ScopeValue, keep, report_live};
 pub use tensor::{DType, Tensor, TensorError};
-pub use optim::{AdamW, Optimizer, Sgd, fit_batch_size};
 
 /// Formats a byte count for people: `512 B`, `1.50 KiB`, `2.00 GiB`.
 ///

@@ -15,15 +15,23 @@ fn cuda() -> Option<Arc<CudaBackend>> {
         println!("skipped: {reason}");
         return None;
     }
-    Some(Arc::new(CudaBackend::new(0).expect("device 0 opens when a driver and a GPU are present")))
+    Some(Arc::new(CudaBackend::new(0).expect(
+        "device 0 opens when a driver and a GPU are present",
+    )))
 }
 
 fn allocators(dev: &Arc<CudaBackend>) -> Vec<(&'static str, CachingAllocator)> {
     let vm: AllocConfig = "expandable_segments:True".parse().unwrap();
     let plain: AllocConfig = "expandable_segments:False".parse().unwrap();
     vec![
-        ("virtual memory", CachingAllocator::new(dev.clone(), vm).unwrap()),
-        ("plain segments", CachingAllocator::new(dev.clone(), plain).unwrap()),
+        (
+            "virtual memory",
+            CachingAllocator::new(dev.clone(), vm).unwrap(),
+        ),
+        (
+            "plain segments",
+            CachingAllocator::new(dev.clone(), plain).unwrap(),
+        ),
     ]
 }
 
@@ -33,16 +41,23 @@ fn data_written_to_blocks_reads_back_and_cached_blocks_are_reused() {
     for (mode, alloc) in allocators(&dev) {
         let s = StreamId::DEFAULT;
         let sizes = [512usize, 4096, 1 << 20, (3 << 20) + 100, 64 << 20];
-        let blocks: Vec<_> = sizes.iter().map(|&n| alloc.allocate(n, s).unwrap()).collect();
+        let blocks: Vec<_> = sizes
+            .iter()
+            .map(|&n| alloc.allocate(n, s).unwrap())
+            .collect();
         for (i, b) in blocks.iter().enumerate() {
-            let data: Vec<u8> = (0..b.size()).map(|j| ((i * 31 + j * 7) % 251) as u8).collect();
+            let data: Vec<u8> = (0..b.size())
+                .map(|j| ((i * 31 + j * 7) % 251) as u8)
+                .collect();
             unsafe { dev.copy_host_to_device(b.addr(), &data, s).unwrap() };
         }
         for (i, b) in blocks.iter().enumerate() {
             let mut back = vec![0u8; b.size()];
             unsafe { dev.copy_device_to_host(&mut back, b.addr(), s).unwrap() };
             assert!(
-                back.iter().enumerate().all(|(j, &v)| v == ((i * 31 + j * 7) % 251) as u8),
+                back.iter()
+                    .enumerate()
+                    .all(|(j, &v)| v == ((i * 31 + j * 7) % 251) as u8),
                 "{mode}: block {i} read back wrong data"
             );
         }
@@ -50,14 +65,25 @@ fn data_written_to_blocks_reads_back_and_cached_blocks_are_reused() {
         for b in blocks {
             alloc.free(b).unwrap();
         }
-        let again: Vec<_> = sizes.iter().map(|&n| alloc.allocate(n, s).unwrap()).collect();
-        assert_eq!(alloc.stats().num_device_alloc, device_allocs, "{mode}: warm allocations came from the cache");
+        let again: Vec<_> = sizes
+            .iter()
+            .map(|&n| alloc.allocate(n, s).unwrap())
+            .collect();
+        assert_eq!(
+            alloc.stats().num_device_alloc,
+            device_allocs,
+            "{mode}: warm allocations came from the cache"
+        );
         for b in again {
             alloc.free(b).unwrap();
         }
         alloc.check_invariants().unwrap();
         alloc.empty_cache().unwrap();
-        assert_eq!(alloc.stats().reserved_bytes.all.current, 0, "{mode}: empty_cache returned everything");
+        assert_eq!(
+            alloc.stats().reserved_bytes.all.current,
+            0,
+            "{mode}: empty_cache returned everything"
+        );
     }
 }
 
@@ -69,7 +95,9 @@ fn remapped_pages_keep_working_after_fragmentation() {
     let s = StreamId::DEFAULT;
     // Interleave 6 MiB blocks, free every other one, then ask for one block larger than
     // any hole: with reserve_ratio 1.0 its pages come from the holes, remapped.
-    let blocks: Vec<_> = (0..8).map(|_| alloc.allocate(6 << 20, s).unwrap()).collect();
+    let blocks: Vec<_> = (0..8)
+        .map(|_| alloc.allocate(6 << 20, s).unwrap())
+        .collect();
     let mut kept = Vec::new();
     for (i, b) in blocks.into_iter().enumerate() {
         if i % 2 == 0 {
@@ -79,7 +107,10 @@ fn remapped_pages_keep_working_after_fragmentation() {
         }
     }
     let big = alloc.allocate(20 << 20, s).unwrap();
-    assert!(alloc.stats().num_device_unmap > 0, "the large block reused pages of the holes");
+    assert!(
+        alloc.stats().num_device_unmap > 0,
+        "the large block reused pages of the holes"
+    );
     let data: Vec<u8> = (0..big.size()).map(|j| (j % 241) as u8).collect();
     unsafe { dev.copy_host_to_device(big.addr(), &data, s).unwrap() };
     let mut back = vec![0u8; big.size()];
@@ -107,7 +138,11 @@ fn a_block_used_on_another_stream_waits_for_its_event() {
         dev.synchronize_stream(side).unwrap();
         // The event completed: the block comes back from the cache, same place.
         let again = alloc.allocate(8 << 20, StreamId::DEFAULT).unwrap();
-        assert_eq!(again.addr(), addr, "{mode}: the block was reused once its stream finished");
+        assert_eq!(
+            again.addr(),
+            addr,
+            "{mode}: the block was reused once its stream finished"
+        );
         alloc.free(again).unwrap();
         alloc.check_invariants().unwrap();
     }
@@ -139,5 +174,10 @@ fn the_device_reports_its_memory() {
     let Some(dev) = cuda() else { return };
     let info = dev.mem_info().unwrap();
     assert!(info.total > 1 << 30 && info.free <= info.total, "{info:?}");
-    println!("{}: {} MiB free of {} MiB", dev.name(), info.free >> 20, info.total >> 20);
+    println!(
+        "{}: {} MiB free of {} MiB",
+        dev.name(),
+        info.free >> 20,
+        info.total >> 20
+    );
 }

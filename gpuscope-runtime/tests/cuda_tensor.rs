@@ -22,7 +22,15 @@ fn cuda() -> Option<Device> {
 fn every_dtype_round_trips() {
     let Some(dev) = cuda() else { return };
     let values: Vec<f64> = (0..100).map(|i| (i as f64) * 0.5 - 7.0).collect();
-    for dtype in [DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::U8] {
+    for dtype in [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+    ] {
         let expect: Vec<f64> = values
             .iter()
             .map(|&v| match dtype {
@@ -37,7 +45,10 @@ fn every_dtype_round_trips() {
         let host_typed = Tensor::from_f64_values(&values, dtype);
         t.copy_from(&host_typed).unwrap();
         assert_eq!(t.to_f64_vec().unwrap(), expect, "{dtype}");
-        assert_eq!(src.to_device(&dev).unwrap().to_vec::<f64>().unwrap(), values);
+        assert_eq!(
+            src.to_device(&dev).unwrap().to_vec::<f64>().unwrap(),
+            values
+        );
     }
 }
 
@@ -48,13 +59,43 @@ impl FromValues for Tensor {
     fn from_f64_values(values: &[f64], dtype: DType) -> Tensor {
         let host = Device::host().unwrap();
         match dtype {
-            DType::F32 => Tensor::from_slice(&values.iter().map(|&v| v as f32).collect::<Vec<_>>(), &[values.len()], &host),
+            DType::F32 => Tensor::from_slice(
+                &values.iter().map(|&v| v as f32).collect::<Vec<_>>(),
+                &[values.len()],
+                &host,
+            ),
             DType::F64 => Tensor::from_slice(values, &[values.len()], &host),
-            DType::F16 => Tensor::from_slice(&values.iter().map(|&v| half::f16::from_f64(v)).collect::<Vec<_>>(), &[values.len()], &host),
-            DType::BF16 => Tensor::from_slice(&values.iter().map(|&v| half::bf16::from_f64(v)).collect::<Vec<_>>(), &[values.len()], &host),
-            DType::I32 => Tensor::from_slice(&values.iter().map(|&v| v as i32).collect::<Vec<_>>(), &[values.len()], &host),
-            DType::I64 => Tensor::from_slice(&values.iter().map(|&v| v as i64).collect::<Vec<_>>(), &[values.len()], &host),
-            DType::U8 => Tensor::from_slice(&values.iter().map(|&v| v as u8).collect::<Vec<_>>(), &[values.len()], &host),
+            DType::F16 => Tensor::from_slice(
+                &values
+                    .iter()
+                    .map(|&v| half::f16::from_f64(v))
+                    .collect::<Vec<_>>(),
+                &[values.len()],
+                &host,
+            ),
+            DType::BF16 => Tensor::from_slice(
+                &values
+                    .iter()
+                    .map(|&v| half::bf16::from_f64(v))
+                    .collect::<Vec<_>>(),
+                &[values.len()],
+                &host,
+            ),
+            DType::I32 => Tensor::from_slice(
+                &values.iter().map(|&v| v as i32).collect::<Vec<_>>(),
+                &[values.len()],
+                &host,
+            ),
+            DType::I64 => Tensor::from_slice(
+                &values.iter().map(|&v| v as i64).collect::<Vec<_>>(),
+                &[values.len()],
+                &host,
+            ),
+            DType::U8 => Tensor::from_slice(
+                &values.iter().map(|&v| v as u8).collect::<Vec<_>>(),
+                &[values.len()],
+                &host,
+            ),
         }
         .unwrap()
     }
@@ -63,7 +104,12 @@ impl FromValues for Tensor {
 #[test]
 fn a_user_kernel_runs_on_a_tensor() {
     let Some(dev) = cuda() else { return };
-    let t = Tensor::from_slice(&(0..4096).map(|i| i as f32).collect::<Vec<_>>(), &[4096], &dev).unwrap();
+    let t = Tensor::from_slice(
+        &(0..4096).map(|i| i as f32).collect::<Vec<_>>(),
+        &[4096],
+        &dev,
+    )
+    .unwrap();
     let ptx = cudarc::nvrtc::compile_ptx(
         "extern \"C\" __global__ void twice(float* x, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }",
     )
@@ -80,9 +126,15 @@ fn a_user_kernel_runs_on_a_tensor() {
     drop(view);
     let back = t.to_vec::<f32>().unwrap();
     assert!(back.iter().enumerate().all(|(i, &v)| v == 2.0 * i as f32));
-    assert!(t.cuda_view::<i32>().is_err(), "a view of the wrong dtype is refused");
+    assert!(
+        t.cuda_view::<i32>().is_err(),
+        "a view of the wrong dtype is refused"
+    );
     let host = Tensor::zeros(&[4], &Device::host().unwrap()).unwrap();
-    assert!(host.cuda_view::<f32>().is_err(), "a host tensor has no CUDA view");
+    assert!(
+        host.cuda_view::<f32>().is_err(),
+        "a host tensor has no CUDA view"
+    );
 }
 
 #[test]

@@ -67,7 +67,14 @@ pub(crate) struct BlockSlab {
 
 impl BlockSlab {
     /// A new free-state block; links are the caller's to set.
-    pub fn insert(&mut self, addr: u64, size: usize, segment: u32, stream: StreamId, pool: Pool) -> u32 {
+    pub fn insert(
+        &mut self,
+        addr: u64,
+        size: usize,
+        segment: u32,
+        stream: StreamId,
+        pool: Pool,
+    ) -> u32 {
         if let Some(i) = self.vacant.pop() {
             let b = &mut self.blocks[i as usize];
             b.addr = addr;

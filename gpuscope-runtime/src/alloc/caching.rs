@@ -156,7 +156,8 @@ impl CachingAllocator {
     /// `Tensor.record_stream`).
     pub fn record_stream(&self, block: &RawBlock, stream: StreamId) -> Result<(), AllocError> {
         self.check_owner(block)?;
-        self.lock().record_stream(block.index, block.generation, stream)
+        self.lock()
+            .record_stream(block.index, block.generation, stream)
     }
 
     /// Returns every unused cached segment to the device (after waiting for the
@@ -253,7 +254,12 @@ impl CachingAllocator {
 
     /// Stops recording and returns the trace (empty if recording was not started).
     pub fn stop_recording(&self) -> Trace {
-        let ops = self.lock().recording.take().map(|r| r.ops).unwrap_or_default();
+        let ops = self
+            .lock()
+            .recording
+            .take()
+            .map(|r| r.ops)
+            .unwrap_or_default();
         Trace::from_ops(ops)
     }
 }

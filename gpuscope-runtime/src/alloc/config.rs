@@ -208,7 +208,10 @@ fn parse(text: &str, source: &str) -> Result<AllocConfig, ConfigError> {
         let Some((key, value)) = item.split_once(':') else {
             return Err(err(
                 "expected `key:value`".into(),
-                format!("write e.g. `max_split_size_mb:128`; known keys: {}", KNOWN_KEYS.join(", ")),
+                format!(
+                    "write e.g. `max_split_size_mb:128`; known keys: {}",
+                    KNOWN_KEYS.join(", ")
+                ),
             ));
         };
         let (key, value) = (key.trim(), value.trim());
@@ -234,7 +237,9 @@ fn apply(config: &mut AllocConfig, key: &str, value: &str) -> Result<(), ItemErr
             if mb <= min_mb {
                 return Err((
                     format!("`{key}` must be greater than {min_mb}, got {mb}"),
-                    format!("use a value above {min_mb} MiB (the large-pool segment size), e.g. `{key}:128`"),
+                    format!(
+                        "use a value above {min_mb} MiB (the large-pool segment size), e.g. `{key}:128`"
+                    ),
                 ));
             }
             config.max_split_size = mb.saturating_mul(1 << 20);
@@ -250,7 +255,9 @@ fn apply(config: &mut AllocConfig, key: &str, value: &str) -> Result<(), ItemErr
             if !(t > 0.0 && t < 1.0) {
                 return Err((
                     format!("`{key}` must be between 0 and 1 (exclusive), got {value}"),
-                    format!("e.g. `{key}:0.8` releases free segments once 80% of the limit is reserved"),
+                    format!(
+                        "e.g. `{key}:0.8` releases free segments once 80% of the limit is reserved"
+                    ),
                 ));
             }
             config.garbage_collection_threshold = Some(t);
@@ -262,7 +269,9 @@ fn apply(config: &mut AllocConfig, key: &str, value: &str) -> Result<(), ItemErr
             if !(r >= 1.0 && r.is_finite()) {
                 return Err((
                     format!("`{key}` must be a number of at least 1, got {value}"),
-                    format!("e.g. `{key}:1.02` keeps reserved memory within 2% of the peak allocated"),
+                    format!(
+                        "e.g. `{key}:1.02` keeps reserved memory within 2% of the peak allocated"
+                    ),
                 ));
             }
             config.reserve_ratio = r;
@@ -294,7 +303,10 @@ fn apply(config: &mut AllocConfig, key: &str, value: &str) -> Result<(), ItemErr
 
 fn unknown_key(key: &str) -> ItemError {
     if let Some((_, why)) = PYTORCH_ONLY_KEYS.iter().find(|(k, _)| *k == key) {
-        return (format!("`{key}` is a PyTorch option gpuscope does not support"), why.to_string());
+        return (
+            format!("`{key}` is a PyTorch option gpuscope does not support"),
+            why.to_string(),
+        );
     }
     let suggestion = KNOWN_KEYS
         .iter()
@@ -338,7 +350,11 @@ fn parse_float(key: &str, value: &str) -> Result<f64, ItemError> {
 }
 
 fn parse_division_count(value: &str) -> Result<usize, ItemError> {
-    let n = value.trim().parse::<usize>().ok().filter(|n| n.is_power_of_two());
+    let n = value
+        .trim()
+        .parse::<usize>()
+        .ok()
+        .filter(|n| n.is_power_of_two());
     n.ok_or_else(|| {
         (
             format!("`roundup_power2_divisions` takes powers of two, got `{value}`"),
@@ -408,7 +424,10 @@ impl fmt::Display for AllocConfig {
             parts.push(format!("max_split_size_mb:{}", self.max_split_size >> 20));
         }
         if self.max_non_split_rounding != LARGE_BUFFER {
-            parts.push(format!("max_non_split_rounding_mb:{}", self.max_non_split_rounding >> 20));
+            parts.push(format!(
+                "max_non_split_rounding_mb:{}",
+                self.max_non_split_rounding >> 20
+            ));
         }
         if self.roundup_power2_divisions != [1; ROUNDUP_INTERVALS] {
             let list: Vec<String> = self
@@ -424,7 +443,11 @@ impl fmt::Display for AllocConfig {
         }
         parts.push(format!(
             "expandable_segments:{}",
-            if self.expandable_segments { "True" } else { "False" }
+            if self.expandable_segments {
+                "True"
+            } else {
+                "False"
+            }
         ));
         if self.reserve_ratio != DEFAULT_RESERVE_RATIO {
             parts.push(format!("reserve_ratio:{}", self.reserve_ratio));
@@ -433,7 +456,10 @@ impl fmt::Display for AllocConfig {
             parts.push("adaptive_reserve:False".to_string());
         }
         if self.per_process_memory_fraction != 1.0 {
-            parts.push(format!("per_process_memory_fraction:{}", self.per_process_memory_fraction));
+            parts.push(format!(
+                "per_process_memory_fraction:{}",
+                self.per_process_memory_fraction
+            ));
         }
         if let Some(l) = self.memory_limit {
             parts.push(format!("memory_limit_mb:{}", l >> 20));
@@ -453,7 +479,10 @@ mod tests {
     #[test]
     fn defaults_when_empty() {
         assert_eq!("".parse::<AllocConfig>().unwrap(), AllocConfig::default());
-        assert_eq!(" , ".parse::<AllocConfig>().unwrap(), AllocConfig::default());
+        assert_eq!(
+            " , ".parse::<AllocConfig>().unwrap(),
+            AllocConfig::default()
+        );
     }
 
     #[test]
@@ -482,9 +511,21 @@ mod tests {
         assert_eq!(c.roundup_divisions_for(65 << 20), 4);
         assert_eq!(c.roundup_divisions_for(128 << 20), 8);
         assert_eq!(c.roundup_divisions_for(1 << 40), 8);
-        assert!(err("roundup_power2_divisions:[64:4,4:2]").message.contains("must increase"));
-        assert!(err("roundup_power2_divisions:[64:3]").message.contains("powers of two"));
-        assert!(err("roundup_power2_divisions:[64:4").message.contains("unterminated"));
+        assert!(
+            err("roundup_power2_divisions:[64:4,4:2]")
+                .message
+                .contains("must increase")
+        );
+        assert!(
+            err("roundup_power2_divisions:[64:3]")
+                .message
+                .contains("powers of two")
+        );
+        assert!(
+            err("roundup_power2_divisions:[64:4")
+                .message
+                .contains("unterminated")
+        );
     }
 
     #[test]

@@ -29,7 +29,12 @@ impl PendingFrees {
     }
 
     /// Records an event on `stream` for `block`.
-    pub fn record(&mut self, backend: &dyn Backend, stream: StreamId, block: u32) -> Result<(), BackendError> {
+    pub fn record(
+        &mut self,
+        backend: &dyn Backend,
+        stream: StreamId,
+        block: u32,
+    ) -> Result<(), BackendError> {
         let event = match self.idle_events.pop() {
             Some(e) => e,
             None => backend.create_event()?,
@@ -49,7 +54,11 @@ impl PendingFrees {
     /// Removes the events that have completed (in order per stream; a stream's later
     /// events are not queried while an earlier one is outstanding) and returns the
     /// blocks they were holding, one entry per event.
-    pub fn take_completed(&mut self, backend: &dyn Backend, out: &mut Vec<u32>) -> Result<(), BackendError> {
+    pub fn take_completed(
+        &mut self,
+        backend: &dyn Backend,
+        out: &mut Vec<u32>,
+    ) -> Result<(), BackendError> {
         for q in &mut self.queues {
             while let Some(p) = q.front() {
                 if !backend.query_event(p.event)? {
@@ -65,7 +74,11 @@ impl PendingFrees {
     }
 
     /// Waits for every outstanding event and returns all the blocks.
-    pub fn take_all(&mut self, backend: &dyn Backend, out: &mut Vec<u32>) -> Result<(), BackendError> {
+    pub fn take_all(
+        &mut self,
+        backend: &dyn Backend,
+        out: &mut Vec<u32>,
+    ) -> Result<(), BackendError> {
         for q in &mut self.queues {
             while let Some(p) = q.front() {
                 backend.synchronize_event(p.event)?;

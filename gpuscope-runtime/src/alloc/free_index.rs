@@ -95,7 +95,10 @@ impl FreeIndex {
         if prev != NIL {
             slab.get_mut(prev).free_next = next;
         } else {
-            debug_assert_eq!(self.heads[c], index, "block {index} is not in this free index");
+            debug_assert_eq!(
+                self.heads[c], index,
+                "block {index} is not in this free index"
+            );
             self.heads[c] = next;
             if next == NIL {
                 self.class_bits[c / SUB] &= !(1 << (c % SUB));
@@ -156,7 +159,11 @@ impl FreeIndex {
         if in_group != 0 {
             return Some(g * SUB + in_group.trailing_zeros() as usize);
         }
-        let later = if g + 1 >= 64 { 0 } else { self.group_bits & (u64::MAX << (g + 1)) };
+        let later = if g + 1 >= 64 {
+            0
+        } else {
+            self.group_bits & (u64::MAX << (g + 1))
+        };
         if later == 0 {
             return None;
         }
@@ -217,7 +224,11 @@ mod tests {
     fn finds_the_best_fit() {
         let (mut slab, mut index, ids) = slab_with(&[4 << 20, 1 << 20, 2 << 20, 3 << 20, 2 << 20]);
         assert_eq!(index.len(), 5);
-        assert_eq!(index.find(&slab, 2 << 20), Some(ids[2]), "lowest address among equals");
+        assert_eq!(
+            index.find(&slab, 2 << 20),
+            Some(ids[2]),
+            "lowest address among equals"
+        );
         assert_eq!(index.find(&slab, (2 << 20) + 512), Some(ids[3]));
         assert_eq!(index.find(&slab, 512), Some(ids[1]));
         assert_eq!(index.find(&slab, (4 << 20) + 512), None);

@@ -3,7 +3,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-
 use crate::backend::{DeviceAddr, StreamId};
 
 use super::block::{BlockState, NIL};
@@ -49,7 +48,14 @@ impl AllocState {
         format!("{}:{} ({})", b.kind(), b.ordinal(), b.name())
     }
 
-    pub(super) fn oom_report(&self, requested: usize, rounded: usize, pool: Pool, stream: StreamId, cause: OomCause) -> OutOfMemory {
+    pub(super) fn oom_report(
+        &self,
+        requested: usize,
+        rounded: usize,
+        pool: Pool,
+        stream: StreamId,
+        cause: OomCause,
+    ) -> OutOfMemory {
         let info = self.backend.mem_info().ok();
         OutOfMemory {
             device: self.device_description(),
@@ -83,7 +89,11 @@ impl AllocState {
                     blocks.push(BlockInfo {
                         addr: DeviceAddr(b.addr),
                         size: b.size,
-                        requested: if b.state == BlockState::Allocated { b.requested } else { 0 },
+                        requested: if b.state == BlockState::Allocated {
+                            b.requested
+                        } else {
+                            0
+                        },
                         state: b.state,
                     });
                     cur = b.next;
@@ -121,7 +131,10 @@ impl AllocState {
                 for i in index.iter(&self.slab) {
                     let b = self.slab.get(i);
                     if b.state != BlockState::Free || b.stream.index() != s || b.pool.index() != p {
-                        return Err(format!("block #{i} in free index ({s}, {p}) is {:?} of ({}, {:?})", b.state, b.stream, b.pool));
+                        return Err(format!(
+                            "block #{i} in free index ({s}, {p}) is {:?} of ({}, {:?})",
+                            b.state, b.stream, b.pool
+                        ));
                     }
                     if in_index[i as usize] {
                         return Err(format!("block #{i} is in a free index twice"));
@@ -131,7 +144,11 @@ impl AllocState {
                     n += 1;
                 }
                 if n != index.len() || bytes != index.bytes() {
-                    return Err(format!("free index ({s}, {p}) counts {} blocks / {} bytes, holds {n} / {bytes}", index.len(), index.bytes()));
+                    return Err(format!(
+                        "free index ({s}, {p}) counts {} blocks / {} bytes, holds {n} / {bytes}",
+                        index.len(),
+                        index.bytes()
+                    ));
                 }
             }
         }
@@ -147,9 +164,16 @@ impl AllocState {
             recount.reserved_bytes.add(seg.pool, seg.size);
             if let SegmentMemory::Mapped { pages, arena } = &seg.memory {
                 if pages.len() * self.page != seg.size {
-                    return Err(format!("segment {si}: {} pages for {} bytes", pages.len(), seg.size));
+                    return Err(format!(
+                        "segment {si}: {} pages for {} bytes",
+                        pages.len(),
+                        seg.size
+                    ));
                 }
-                let a = self.arenas.get(*arena as usize).ok_or(format!("segment {si}: no arena {arena}"))?;
+                let a = self
+                    .arenas
+                    .get(*arena as usize)
+                    .ok_or(format!("segment {si}: no arena {arena}"))?;
                 if seg.base < a.base || seg.base + seg.size as u64 > a.end() {
                     return Err(format!("segment {si} lies outside its arena {arena}"));
                 }
@@ -168,18 +192,31 @@ impl AllocState {
             while cur != NIL {
                 let b = self.slab.get(cur);
                 seen_blocks += 1;
-                if b.segment as usize != si || b.prev != prev || b.addr != seg.base + offset as u64 {
-                    return Err(format!("block #{cur} of segment {si} is misplaced (addr {:#x}, expected {:#x})", b.addr, seg.base + offset as u64));
+                if b.segment as usize != si || b.prev != prev || b.addr != seg.base + offset as u64
+                {
+                    return Err(format!(
+                        "block #{cur} of segment {si} is misplaced (addr {:#x}, expected {:#x})",
+                        b.addr,
+                        seg.base + offset as u64
+                    ));
                 }
-                if b.stream != seg.stream || b.pool != seg.pool || b.size == 0 || b.size % 512 != 0 {
-                    return Err(format!("block #{cur}: stream/pool/size disagree with segment {si}"));
+                if b.stream != seg.stream || b.pool != seg.pool || b.size == 0 || b.size % 512 != 0
+                {
+                    return Err(format!(
+                        "block #{cur}: stream/pool/size disagree with segment {si}"
+                    ));
                 }
                 let free = b.state == BlockState::Free;
                 if free && prev_free {
-                    return Err(format!("blocks before #{cur} and #{cur} are both free: not merged"));
+                    return Err(format!(
+                        "blocks before #{cur} and #{cur} are both free: not merged"
+                    ));
                 }
                 if free != in_index[cur as usize] {
-                    return Err(format!("block #{cur} is {:?} but in_index={}", b.state, in_index[cur as usize]));
+                    return Err(format!(
+                        "block #{cur} is {:?} but in_index={}",
+                        b.state, in_index[cur as usize]
+                    ));
                 }
                 match b.state {
                     BlockState::Allocated => {
@@ -198,7 +235,9 @@ impl AllocState {
                         recount.inactive_split_bytes.add(b.pool, b.size);
                     }
                     BlockState::Free => {}
-                    BlockState::Vacant => return Err(format!("vacant block #{cur} linked in segment {si}")),
+                    BlockState::Vacant => {
+                        return Err(format!("vacant block #{cur} linked in segment {si}"));
+                    }
                 }
                 prev_free = free;
                 offset += b.size;
@@ -206,17 +245,25 @@ impl AllocState {
                 cur = b.next;
             }
             if offset != seg.size {
-                return Err(format!("segment {si}: blocks cover {offset} bytes of {}", seg.size));
+                return Err(format!(
+                    "segment {si}: blocks cover {offset} bytes of {}",
+                    seg.size
+                ));
             }
         }
         let live = self.slab.live_indices().count();
         if live != seen_blocks {
-            return Err(format!("{live} blocks in the slab, {seen_blocks} linked in segments"));
+            return Err(format!(
+                "{live} blocks in the slab, {seen_blocks} linked in segments"
+            ));
         }
         ranges.sort_unstable();
         for w in ranges.windows(2) {
             if w[0].0 + w[0].1 as u64 > w[1].0 {
-                return Err(format!("segments at {:#x} and {:#x} overlap", w[0].0, w[1].0));
+                return Err(format!(
+                    "segments at {:#x} and {:#x} overlap",
+                    w[0].0, w[1].0
+                ));
             }
         }
         for p in &self.free_pages {
@@ -229,42 +276,103 @@ impl AllocState {
             let Some(c) = c else { continue };
             chunk_bytes += c.pages as usize * self.page;
             let mapped = mapped_per_chunk.get(&(ci as u32)).copied().unwrap_or(0);
-            let held = self.free_pages.iter().filter(|p| p.chunk == ci as u32).count() as u32;
+            let held = self
+                .free_pages
+                .iter()
+                .filter(|p| p.chunk == ci as u32)
+                .count() as u32;
             if mapped + held != c.pages || c.unmapped != held {
-                return Err(format!("chunk {ci}: {} pages, {mapped} mapped, {held} held, counted {} unmapped", c.pages, c.unmapped));
+                return Err(format!(
+                    "chunk {ci}: {} pages, {mapped} mapped, {held} held, counted {} unmapped",
+                    c.pages, c.unmapped
+                ));
             }
         }
-        if let Some(p) = all_pages.iter().find(|p| (p.index) >= self.chunks.get(p.chunk as usize).and_then(Option::as_ref).map_or(0, |c| c.pages)) {
+        if let Some(p) = all_pages.iter().find(|p| {
+            (p.index)
+                >= self
+                    .chunks
+                    .get(p.chunk as usize)
+                    .and_then(Option::as_ref)
+                    .map_or(0, |c| c.pages)
+        }) {
             return Err(format!("page {p:?} of a missing chunk"));
         }
         let in_arenas: usize = self.arenas.iter().map(|a| a.segments.len()).sum();
         if in_arenas != registered {
-            return Err(format!("arenas list {in_arenas} segments, {registered} exist"));
+            return Err(format!(
+                "arenas list {in_arenas} segments, {registered} exist"
+            ));
         }
         for (ai, a) in self.arenas.iter().enumerate() {
             let mut prev_end = 0u64;
             for (&base, &si) in &a.segments {
-                let seg = self.segments.get(si as usize).and_then(Option::as_ref).ok_or(format!("arena {ai}: missing segment {si}"))?;
+                let seg = self
+                    .segments
+                    .get(si as usize)
+                    .and_then(Option::as_ref)
+                    .ok_or(format!("arena {ai}: missing segment {si}"))?;
                 if base == prev_end {
-                    return Err(format!("arena {ai}: segments touch at {base:#x} but are not joined"));
+                    return Err(format!(
+                        "arena {ai}: segments touch at {base:#x} but are not joined"
+                    ));
                 }
                 prev_end = seg.base + seg.size as u64;
             }
         }
         let held = self.free_pages.len() * self.page;
         if self.vmm && (recount.reserved_bytes.all.current as usize + held) != chunk_bytes {
-            return Err(format!("mapped {} + held {held} bytes, but chunks hold {chunk_bytes}", recount.reserved_bytes.all.current));
+            return Err(format!(
+                "mapped {} + held {held} bytes, but chunks hold {chunk_bytes}",
+                recount.reserved_bytes.all.current
+            ));
         }
         let checks: [(&str, i64, i64); 10] = [
-            ("allocation", recount.allocation.all.current, self.stats.allocation.all.current),
-            ("allocated_bytes", recount.allocated_bytes.all.current, self.stats.allocated_bytes.all.current),
-            ("requested_bytes", recount.requested_bytes.all.current, self.stats.requested_bytes.all.current),
-            ("active", recount.active.all.current, self.stats.active.all.current),
-            ("active_bytes", recount.active_bytes.all.current, self.stats.active_bytes.all.current),
-            ("inactive_split", recount.inactive_split.all.current, self.stats.inactive_split.all.current),
-            ("inactive_split_bytes", recount.inactive_split_bytes.all.current, self.stats.inactive_split_bytes.all.current),
-            ("segment", recount.segment.all.current, self.stats.segment.all.current),
-            ("reserved_bytes.all", recount.reserved_bytes.all.current + held as i64, self.stats.reserved_bytes.all.current),
+            (
+                "allocation",
+                recount.allocation.all.current,
+                self.stats.allocation.all.current,
+            ),
+            (
+                "allocated_bytes",
+                recount.allocated_bytes.all.current,
+                self.stats.allocated_bytes.all.current,
+            ),
+            (
+                "requested_bytes",
+                recount.requested_bytes.all.current,
+                self.stats.requested_bytes.all.current,
+            ),
+            (
+                "active",
+                recount.active.all.current,
+                self.stats.active.all.current,
+            ),
+            (
+                "active_bytes",
+                recount.active_bytes.all.current,
+                self.stats.active_bytes.all.current,
+            ),
+            (
+                "inactive_split",
+                recount.inactive_split.all.current,
+                self.stats.inactive_split.all.current,
+            ),
+            (
+                "inactive_split_bytes",
+                recount.inactive_split_bytes.all.current,
+                self.stats.inactive_split_bytes.all.current,
+            ),
+            (
+                "segment",
+                recount.segment.all.current,
+                self.stats.segment.all.current,
+            ),
+            (
+                "reserved_bytes.all",
+                recount.reserved_bytes.all.current + held as i64,
+                self.stats.reserved_bytes.all.current,
+            ),
             (
                 "reserved_bytes.large_pool",
                 recount.reserved_bytes.large_pool.current,
@@ -277,8 +385,16 @@ impl AllocState {
             }
         }
         for (name, counted, kept) in [
-            ("allocated_bytes.small_pool", recount.allocated_bytes.small_pool.current, self.stats.allocated_bytes.small_pool.current),
-            ("reserved_bytes.small_pool", recount.reserved_bytes.small_pool.current, self.stats.reserved_bytes.small_pool.current),
+            (
+                "allocated_bytes.small_pool",
+                recount.allocated_bytes.small_pool.current,
+                self.stats.allocated_bytes.small_pool.current,
+            ),
+            (
+                "reserved_bytes.small_pool",
+                recount.reserved_bytes.small_pool.current,
+                self.stats.reserved_bytes.small_pool.current,
+            ),
         ] {
             if counted != kept {
                 return Err(format!("{name}: recount {counted}, statistics say {kept}"));
@@ -286,5 +402,4 @@ impl AllocState {
         }
         Ok(())
     }
-
 }

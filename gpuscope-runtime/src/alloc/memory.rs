@@ -40,7 +40,11 @@ impl AllocState {
         requested: usize,
     ) -> Result<u32, AllocError> {
         if let Some(t) = self.config.garbage_collection_threshold {
-            let incoming = if self.vmm { rounded } else { segment_size(rounded) };
+            let incoming = if self.vmm {
+                rounded
+            } else {
+                segment_size(rounded)
+            };
             self.collect_garbage(t, incoming)?;
         }
         match self.add_memory(stream, pool, rounded) {
@@ -61,14 +65,19 @@ impl AllocState {
             Err(GrowError::Backend(e)) => Err(e.into()),
             Err(GrowError::NoMemory(cause)) => {
                 self.stats.num_ooms += 1;
-                Err(AllocError::OutOfMemory(Box::new(self.oom_report(
-                    requested, rounded, pool, stream, cause,
-                ))))
+                Err(AllocError::OutOfMemory(Box::new(
+                    self.oom_report(requested, rounded, pool, stream, cause),
+                )))
             }
         }
     }
 
-    fn add_memory(&mut self, stream: StreamId, pool: Pool, rounded: usize) -> Result<u32, GrowError> {
+    fn add_memory(
+        &mut self,
+        stream: StreamId,
+        pool: Pool,
+        rounded: usize,
+    ) -> Result<u32, GrowError> {
         if self.vmm {
             return self.grow_mapped(stream, pool, rounded);
         }
@@ -97,7 +106,12 @@ impl AllocState {
     }
 
     /// A plain segment: one device allocation.
-    fn new_device_segment(&mut self, stream: StreamId, pool: Pool, size: usize) -> Result<u32, GrowError> {
+    fn new_device_segment(
+        &mut self,
+        stream: StreamId,
+        pool: Pool,
+        size: usize,
+    ) -> Result<u32, GrowError> {
         self.check_limit(size)?;
         let addr = self.backend.malloc(size)?;
         self.stats.num_device_alloc += 1;
@@ -153,7 +167,9 @@ impl AllocState {
     }
 
     pub(super) fn remove_segment(&mut self, index: u32) -> Segment {
-        let seg = self.segments[index as usize].take().expect("segment exists");
+        let seg = self.segments[index as usize]
+            .take()
+            .expect("segment exists");
         self.vacant_segments.push(index);
         self.count_segment(seg.pool, seg.size, false);
         if let SegmentMemory::Mapped { arena, .. } = &seg.memory {
@@ -171,7 +187,8 @@ impl AllocState {
             if oversize {
                 s.oversize_segments.current += 1;
                 s.oversize_segments.allocated += 1;
-                s.oversize_segments.peak = s.oversize_segments.peak.max(s.oversize_segments.current);
+                s.oversize_segments.peak =
+                    s.oversize_segments.peak.max(s.oversize_segments.current);
             }
         } else {
             s.segment.sub(pool, 1);
@@ -216,15 +233,21 @@ impl AllocState {
             .filter_map(|(i, s)| {
                 let s = s.as_ref()?;
                 let head = self.slab.get(s.head);
-                (head.state == BlockState::Free && head.next == super::block::NIL)
-                    .then_some((i as u32, s.stream, s.last_used))
+                (head.state == BlockState::Free && head.next == super::block::NIL).then_some((
+                    i as u32,
+                    s.stream,
+                    s.last_used,
+                ))
             })
             .collect()
     }
 
     /// Returns a whole free plain segment to the device (its stream synchronised).
     fn release_device_segment(&mut self, seg_index: u32) -> Result<(), BackendError> {
-        let head = self.segments[seg_index as usize].as_ref().expect("segment exists").head;
+        let head = self.segments[seg_index as usize]
+            .as_ref()
+            .expect("segment exists")
+            .head;
         let seg = self.remove_segment(seg_index);
         self.pools[seg.stream.index()][seg.pool.index()].remove(&mut self.slab, head);
         self.slab.remove(head);

@@ -116,7 +116,11 @@ impl fmt::Display for OutOfMemory {
             format_bytes(self.device_free)
         )?;
         if let OomCause::Limit { limit, how } = &self.cause {
-            writeln!(f, "  The allocator's cap is {} ({how}).", format_bytes(*limit))?;
+            writeln!(
+                f,
+                "  The allocator's cap is {} ({how}).",
+                format_bytes(*limit)
+            )?;
         }
         writeln!(
             f,
@@ -139,15 +143,27 @@ impl fmt::Display for OutOfMemory {
                 )?;
             }
         }
-        write!(f, "  What to try: free tensors you no longer need, or reduce the batch size")?;
+        write!(
+            f,
+            "  What to try: free tensors you no longer need, or reduce the batch size"
+        )?;
         if matches!(self.cause, OomCause::Limit { .. }) {
-            write!(f, "; raise the cap (per_process_memory_fraction / memory_limit_mb in GPUSCOPE_ALLOC_CONF)")?;
+            write!(
+                f,
+                "; raise the cap (per_process_memory_fraction / memory_limit_mb in GPUSCOPE_ALLOC_CONF)"
+            )?;
         }
         if unallocated > self.reserved / 10 && unallocated >= self.rounded / 2 {
             if self.expandable {
-                write!(f, "; reserved but unallocated memory is large: try GPUSCOPE_ALLOC_CONF=roundup_power2_divisions:4 to reduce fragmentation")?;
+                write!(
+                    f,
+                    "; reserved but unallocated memory is large: try GPUSCOPE_ALLOC_CONF=roundup_power2_divisions:4 to reduce fragmentation"
+                )?;
             } else {
-                write!(f, "; reserved but unallocated memory is large: set GPUSCOPE_ALLOC_CONF=expandable_segments:True (or max_split_size_mb) to avoid fragmentation")?;
+                write!(
+                    f,
+                    "; reserved but unallocated memory is large: set GPUSCOPE_ALLOC_CONF=expandable_segments:True (or max_split_size_mb) to avoid fragmentation"
+                )?;
             }
         }
         write!(f, ". Configuration: {}.", self.config)

@@ -50,7 +50,12 @@ const MAX_RESERVE_RATIO: f64 = 1.25;
 impl AllocState {
     /// Adds `rounded` bytes of room to `stream`'s `pool` with virtual memory. Returns the
     /// free block (indexed) that holds it.
-    pub(super) fn grow_mapped(&mut self, stream: StreamId, pool: Pool, rounded: usize) -> Result<u32, GrowError> {
+    pub(super) fn grow_mapped(
+        &mut self,
+        stream: StreamId,
+        pool: Pool,
+        rounded: usize,
+    ) -> Result<u32, GrowError> {
         let place = match self.place(stream, pool, rounded) {
             Some(p) => p,
             None => {
@@ -91,7 +96,10 @@ impl AllocState {
         }
         let start = self.free_pages.len() - place.pages;
         let pages: Vec<Page> = self.free_pages.drain(start..).collect();
-        let vm = self.backend.virtual_memory().expect("virtual memory backend");
+        let vm = self
+            .backend
+            .virtual_memory()
+            .expect("virtual memory backend");
         if let Err(e) = map_pages(vm, place.addr, &pages, &self.chunks, self.page) {
             self.free_pages.extend(pages);
             return Err(e.into());
@@ -133,7 +141,8 @@ impl AllocState {
         }
         if self.tick >= self.window_start + REMAP_WINDOW {
             if self.window_remaps > REMAP_PAGES_PER_WINDOW && self.config.adaptive_reserve {
-                self.effective_ratio = (self.effective_ratio + RATIO_STEP).min(MAX_RESERVE_RATIO.max(configured));
+                self.effective_ratio =
+                    (self.effective_ratio + RATIO_STEP).min(MAX_RESERVE_RATIO.max(configured));
             }
             self.window_start = self.tick;
             self.window_remaps = 0;
@@ -182,23 +191,50 @@ impl AllocState {
                     Some(s) => {
                         let seg = self.segments[s as usize].as_ref().expect("segment exists");
                         let head = self.slab.get(seg.head);
-                        let right = if head.state == BlockState::Free { seg.head } else { NIL };
+                        let right = if head.state == BlockState::Free {
+                            seg.head
+                        } else {
+                            NIL
+                        };
                         let tail = self.tail_block(s);
-                        let next_left = if self.slab.get(tail).state == BlockState::Free { tail } else { NIL };
+                        let next_left = if self.slab.get(tail).state == BlockState::Free {
+                            tail
+                        } else {
+                            NIL
+                        };
                         (seg.base, right, next_left, seg.base + seg.size as u64)
                     }
                     None => (arena.end(), NIL, NIL, arena.end()),
                 };
                 let hole = (hole_end - prev_end) as usize;
                 if hole > 0 {
-                    let free_left = if left == NIL { 0 } else { self.slab.get(left).size };
-                    let free_right = if right == NIL { 0 } else { self.slab.get(right).size };
+                    let free_left = if left == NIL {
+                        0
+                    } else {
+                        self.slab.get(left).size
+                    };
+                    let free_right = if right == NIL {
+                        0
+                    } else {
+                        self.slab.get(right).size
+                    };
                     let mut consider = |pages: usize, addr: u64, touching: [u32; 2]| {
                         let usable = reclaimable - interior(touching[0]) - interior(touching[1]);
                         let fresh = pages.saturating_sub(usable);
                         let key = (fresh, pages, addr);
-                        if best.as_ref().is_none_or(|(f, b)| key < (*f, b.pages, b.addr)) {
-                            best = Some((fresh, Placement { arena: a, addr, pages, touching }));
+                        if best
+                            .as_ref()
+                            .is_none_or(|(f, b)| key < (*f, b.pages, b.addr))
+                        {
+                            best = Some((
+                                fresh,
+                                Placement {
+                                    arena: a,
+                                    addr,
+                                    pages,
+                                    touching,
+                                },
+                            ));
                         }
                     };
                     if free_left + hole >= rounded {
@@ -239,10 +275,18 @@ impl AllocState {
 
     /// Reserves a new arena for `stream`'s `pool`, large enough for `at_least` bytes:
     /// twice the device's memory, so that holes never run out.
-    fn new_arena(&mut self, stream: StreamId, pool: Pool, at_least: usize) -> Result<u32, GrowError> {
+    fn new_arena(
+        &mut self,
+        stream: StreamId,
+        pool: Pool,
+        at_least: usize,
+    ) -> Result<u32, GrowError> {
         let page = self.page;
         let size = (2 * self.total_memory).max(at_least).div_ceil(page) * page;
-        let vm = self.backend.virtual_memory().expect("virtual memory backend");
+        let vm = self
+            .backend
+            .virtual_memory()
+            .expect("virtual memory backend");
         let base = vm.reserve_address(size)?;
         self.arenas.push(Arena {
             base: base.0,
@@ -251,7 +295,8 @@ impl AllocState {
         });
         let index = (self.arenas.len() - 1) as u32;
         if self.arena_lists.len() <= stream.index() {
-            self.arena_lists.resize_with(stream.index() + 1, Default::default);
+            self.arena_lists
+                .resize_with(stream.index() + 1, Default::default);
         }
         self.arena_lists[stream.index()][pool.index()].push(index);
         Ok(index)
@@ -259,7 +304,10 @@ impl AllocState {
 
     /// The last block of segment `seg`.
     fn tail_block(&self, seg: u32) -> u32 {
-        let mut cur = self.segments[seg as usize].as_ref().expect("segment exists").head;
+        let mut cur = self.segments[seg as usize]
+            .as_ref()
+            .expect("segment exists")
+            .head;
         loop {
             let next = self.slab.get(cur).next;
             if next == NIL {
@@ -273,14 +321,20 @@ impl AllocState {
     /// segment.
     fn join_neighbours(&mut self, seg: u32) -> u32 {
         let (arena, base, end) = {
-            let s = self.segments[seg as usize].as_ref().expect("segment exists");
+            let s = self.segments[seg as usize]
+                .as_ref()
+                .expect("segment exists");
             let SegmentMemory::Mapped { arena, .. } = &s.memory else {
                 return seg;
             };
             (*arena, s.base, s.base + s.size as u64)
         };
         let arena_ref = &self.arenas[arena as usize];
-        let before = arena_ref.segments.range(..base).next_back().map(|(_, &s)| s);
+        let before = arena_ref
+            .segments
+            .range(..base)
+            .next_back()
+            .map(|(_, &s)| s);
         let after = arena_ref.segments.get(&end).copied();
         let mut joined = seg;
         if let Some(b) = before {
@@ -301,7 +355,10 @@ impl AllocState {
         let tail = self.tail_block(left);
         let right_seg = self.remove_segment(right);
         let head = right_seg.head;
-        let SegmentMemory::Mapped { pages: right_pages, .. } = right_seg.memory else {
+        let SegmentMemory::Mapped {
+            pages: right_pages, ..
+        } = right_seg.memory
+        else {
             unreachable!("only mapped segments join");
         };
         let tail_free = self.slab.get(tail).state == BlockState::Free;
@@ -313,7 +370,9 @@ impl AllocState {
             self.unindex_free(head);
         }
         {
-            let l = self.segments[left as usize].as_mut().expect("segment exists");
+            let l = self.segments[left as usize]
+                .as_mut()
+                .expect("segment exists");
             let old_size = l.size;
             l.size += right_seg.size;
             l.last_used = l.last_used.max(right_seg.last_used);
@@ -385,7 +444,10 @@ impl AllocState {
     fn create_chunk(&mut self, pages: usize) -> Result<(), GrowError> {
         let bytes = pages * self.page;
         self.check_limit(bytes)?;
-        let vm = self.backend.virtual_memory().expect("virtual memory backend");
+        let vm = self
+            .backend
+            .virtual_memory()
+            .expect("virtual memory backend");
         let mut created = Vec::with_capacity(pages);
         for _ in 0..pages {
             match vm.create_chunk(self.page) {
@@ -418,7 +480,10 @@ impl AllocState {
                     (self.chunks.len() - 1) as u32
                 }
             };
-            self.free_pages.push(Page { chunk: index, index: 0 });
+            self.free_pages.push(Page {
+                chunk: index,
+                index: 0,
+            });
         }
         // Pages are taken from the end: keep them in creation order.
         let n = self.free_pages.len();
@@ -463,7 +528,12 @@ impl AllocState {
         }
         // Whole free segments first, then the blocks with the most whole pages, least
         // recently freed first.
-        candidates.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)).then(a.3.cmp(&b.3)));
+        candidates.sort_unstable_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then(b.1.cmp(&a.1))
+                .then(a.2.cmp(&b.2))
+                .then(a.3.cmp(&b.3))
+        });
         let order: Vec<u32> = candidates.into_iter().map(|c| c.3).collect();
         self.unmap_from(&order, need)
     }
@@ -513,7 +583,10 @@ impl AllocState {
         let hole: Vec<Page> = pages.split_off(p0);
         let left_pages = pages;
 
-        let vm = self.backend.virtual_memory().expect("virtual memory backend");
+        let vm = self
+            .backend
+            .virtual_memory()
+            .expect("virtual memory backend");
         // SAFETY: the pages lie inside a free block whose stream the caller synchronised.
         let unmapped = unsafe { unmap_pages(vm, base + (p0 * page) as u64, p1 - p0, page) };
         for p in &hole {
@@ -548,7 +621,10 @@ impl AllocState {
                 size: p0 * page,
                 stream,
                 pool,
-                memory: SegmentMemory::Mapped { pages: left_pages, arena },
+                memory: SegmentMemory::Mapped {
+                    pages: left_pages,
+                    arena,
+                },
                 head: old.head,
                 last_used: old.last_used,
             });
@@ -605,7 +681,10 @@ impl AllocState {
 
     /// Points every block of segment `seg` at it.
     fn relabel(&mut self, seg: u32) {
-        let mut cur = self.segments[seg as usize].as_ref().expect("segment exists").head;
+        let mut cur = self.segments[seg as usize]
+            .as_ref()
+            .expect("segment exists")
+            .head;
         while cur != NIL {
             let b = self.slab.get_mut(cur);
             b.segment = seg;
@@ -628,7 +707,10 @@ impl AllocState {
     /// Unmaps a whole free segment's pages (its stream synchronised) and releases the
     /// chunks that leaves with no page mapped.
     pub(super) fn release_segment_pages(&mut self, seg: u32) -> Result<(), BackendError> {
-        let head = self.segments[seg as usize].as_ref().expect("segment exists").head;
+        let head = self.segments[seg as usize]
+            .as_ref()
+            .expect("segment exists")
+            .head;
         if let Some((p0, p1)) = self.interior_pages(head) {
             self.carve(head, p0, p1)?;
         }
@@ -641,14 +723,21 @@ impl AllocState {
             .chunks
             .iter()
             .enumerate()
-            .filter_map(|(i, c)| c.as_ref().filter(|c| c.unmapped == c.pages).map(|_| i as u32))
+            .filter_map(|(i, c)| {
+                c.as_ref()
+                    .filter(|c| c.unmapped == c.pages)
+                    .map(|_| i as u32)
+            })
             .collect();
         if releasable.is_empty() {
             return Ok(());
         }
         self.free_pages.retain(|p| !releasable.contains(&p.chunk));
         self.stats.num_device_free += 1;
-        let vm = self.backend.virtual_memory().expect("virtual memory backend");
+        let vm = self
+            .backend
+            .virtual_memory()
+            .expect("virtual memory backend");
         let mut first_error = None;
         for i in releasable {
             let c = self.chunks[i as usize].take().expect("chunk exists");

@@ -101,7 +101,13 @@ pub fn segment_size(rounded: usize) -> usize {
 /// whenever a minimum block remains, since the remainder rejoins its neighbours and the
 /// whole pages around it are reclaimed anyway, so it is not counted as allocated.
 #[inline]
-pub fn should_split(pool: Pool, block_size: usize, rounded: usize, config: &AllocConfig, paged: bool) -> bool {
+pub fn should_split(
+    pool: Pool,
+    block_size: usize,
+    rounded: usize,
+    config: &AllocConfig,
+    paged: bool,
+) -> bool {
     let remaining = block_size - rounded;
     match pool {
         Pool::Small => remaining >= MIN_BLOCK_SIZE,

@@ -54,10 +54,7 @@ pub(crate) enum SegmentMemory {
     /// One device allocation of the segment's size at its base.
     Device,
     /// Pages mapped back to back from the segment's base, inside an arena.
-    Mapped {
-        pages: Vec<Page>,
-        arena: u32,
-    },
+    Mapped { pages: Vec<Page>, arena: u32 },
 }
 
 /// One segment.
@@ -84,7 +81,10 @@ pub(crate) fn map_pages(
     page_size: usize,
 ) -> Result<(), BackendError> {
     for (i, page) in pages.iter().enumerate() {
-        let handle = chunks[page.chunk as usize].as_ref().expect("page of a live chunk").handle;
+        let handle = chunks[page.chunk as usize]
+            .as_ref()
+            .expect("page of a live chunk")
+            .handle;
         let addr = DeviceAddr(base).offset(i * page_size);
         // SAFETY: the caller hands us unmapped pages and an unmapped range of a reservation.
         let mapped = unsafe { vm.map(addr, page_size, handle) };

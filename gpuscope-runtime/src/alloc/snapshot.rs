@@ -38,6 +38,10 @@ pub struct SegmentInfo {
 impl SegmentInfo {
     /// Bytes in allocated blocks.
     pub fn allocated(&self) -> usize {
-        self.blocks.iter().filter(|b| b.state == BlockState::Allocated).map(|b| b.size).sum()
+        self.blocks
+            .iter()
+            .filter(|b| b.state == BlockState::Allocated)
+            .map(|b| b.size)
+            .sum()
     }
 }

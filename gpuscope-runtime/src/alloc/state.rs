@@ -150,13 +150,21 @@ impl AllocState {
     /// Refuses a stream the backend never created (checked once per stream).
     #[inline]
     fn check_stream(&mut self, stream: StreamId) -> Result<(), AllocError> {
-        if self.known_streams.get(stream.index()).copied().unwrap_or(false) {
+        if self
+            .known_streams
+            .get(stream.index())
+            .copied()
+            .unwrap_or(false)
+        {
             return Ok(());
         }
         if !self.backend.has_stream(stream) {
             return Err(AllocError::Backend(BackendError::InvalidHandle {
                 what: "stream",
-                detail: format!("{stream} is not a stream of {}: create streams with the device's backend", self.backend.name()),
+                detail: format!(
+                    "{stream} is not a stream of {}: create streams with the device's backend",
+                    self.backend.name()
+                ),
             }));
         }
         if self.known_streams.len() <= stream.index() {
@@ -193,7 +201,9 @@ impl AllocState {
             if rounded < max_split && size >= max_split {
                 return None;
             }
-            if rounded >= max_split && size >= rounded.saturating_add(self.config.max_non_split_rounding) {
+            if rounded >= max_split
+                && size >= rounded.saturating_add(self.config.max_non_split_rounding)
+            {
                 return None;
             }
         }
@@ -217,7 +227,9 @@ impl AllocState {
                 let b = self.slab.get(index);
                 (b.addr, b.segment, b.next)
             };
-            let rest = self.slab.insert(addr + rounded as u64, size - rounded, segment, stream, pool);
+            let rest =
+                self.slab
+                    .insert(addr + rounded as u64, size - rounded, segment, stream, pool);
             {
                 let r = self.slab.get_mut(rest);
                 r.prev = index;
@@ -237,7 +249,11 @@ impl AllocState {
             Some(rec) => {
                 let id = rec.next_id;
                 rec.next_id += 1;
-                rec.ops.push(TraceOp::Alloc { id, size: requested, stream: stream.0 });
+                rec.ops.push(TraceOp::Alloc {
+                    id,
+                    size: requested,
+                    stream: stream.0,
+                });
                 id
             }
             None => u64::MAX,
@@ -256,7 +272,10 @@ impl AllocState {
         if size >= self.config.max_split_size {
             s.oversize_allocations.current += 1;
             s.oversize_allocations.allocated += 1;
-            s.oversize_allocations.peak = s.oversize_allocations.peak.max(s.oversize_allocations.current);
+            s.oversize_allocations.peak = s
+                .oversize_allocations
+                .peak
+                .max(s.oversize_allocations.current);
         }
         index
     }
@@ -310,7 +329,12 @@ impl AllocState {
         Ok(())
     }
 
-    pub fn record_stream(&mut self, index: u32, generation: u32, stream: StreamId) -> Result<(), AllocError> {
+    pub fn record_stream(
+        &mut self,
+        index: u32,
+        generation: u32,
+        stream: StreamId,
+    ) -> Result<(), AllocError> {
         self.check_handle(index, generation)?;
         self.check_stream(stream)?;
         let b = self.slab.get_mut(index);
@@ -414,7 +438,6 @@ impl AllocState {
             }
         }
     }
-
 
     /// Releases everything free (the allocator is going away). Returns the number of
     /// blocks still allocated, whose memory stays with the device.

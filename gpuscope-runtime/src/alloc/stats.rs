@@ -248,7 +248,11 @@ impl MemoryStats {
             }
         };
         for (name, a) in arrays {
-            for (pool, s) in [("all", &a.all), ("small_pool", &a.small_pool), ("large_pool", &a.large_pool)] {
+            for (pool, s) in [
+                ("all", &a.all),
+                ("small_pool", &a.small_pool),
+                ("large_pool", &a.large_pool),
+            ] {
                 stat(&mut out, &format!("{name}.{pool}"), s);
             }
         }
@@ -261,7 +265,10 @@ impl MemoryStats {
             ("num_device_alloc", self.num_device_alloc),
             ("num_device_free", self.num_device_free),
             ("num_device_chunks", self.num_device_chunks),
-            ("num_device_chunks_released", self.num_device_chunks_released),
+            (
+                "num_device_chunks_released",
+                self.num_device_chunks_released,
+            ),
             ("num_device_map", self.num_device_map),
             ("num_device_unmap", self.num_device_unmap),
             ("num_stream_syncs", self.num_stream_syncs),

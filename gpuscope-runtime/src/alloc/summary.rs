@@ -82,14 +82,39 @@ pub(crate) fn render(device: &str, s: &MemoryStats, config: &AllocConfig) -> Str
     group(&mut out, "Allocated memory", &s.allocated_bytes, size_cell);
     group(&mut out, "Active memory", &s.active_bytes, size_cell);
     group(&mut out, "Requested memory", &s.requested_bytes, size_cell);
-    group(&mut out, "Device reserved memory", &s.reserved_bytes, size_cell);
-    group(&mut out, "Non-releasable memory", &s.inactive_split_bytes, size_cell);
+    group(
+        &mut out,
+        "Device reserved memory",
+        &s.reserved_bytes,
+        size_cell,
+    );
+    group(
+        &mut out,
+        "Non-releasable memory",
+        &s.inactive_split_bytes,
+        size_cell,
+    );
     group(&mut out, "Allocations", &s.allocation, count_cell);
     group(&mut out, "Active allocs", &s.active, count_cell);
     group(&mut out, "Device reserved segments", &s.segment, count_cell);
-    group(&mut out, "Non-releasable allocs", &s.inactive_split, count_cell);
-    row(&mut out, "Oversize allocations", &s.oversize_allocations, count_cell);
-    row(&mut out, "Oversize segments", &s.oversize_segments, count_cell);
+    group(
+        &mut out,
+        "Non-releasable allocs",
+        &s.inactive_split,
+        count_cell,
+    );
+    row(
+        &mut out,
+        "Oversize allocations",
+        &s.oversize_allocations,
+        count_cell,
+    );
+    row(
+        &mut out,
+        "Oversize segments",
+        &s.oversize_segments,
+        count_cell,
+    );
     rule(&mut out, '=');
     centered(&mut out, &format!("config: {config}"));
     rule(&mut out, '=');
@@ -111,7 +136,11 @@ mod tests {
 
     #[test]
     fn every_line_has_the_same_width() {
-        let text = render("test:0 (test)", &MemoryStats::default(), &AllocConfig::default());
+        let text = render(
+            "test:0 (test)",
+            &MemoryStats::default(),
+            &AllocConfig::default(),
+        );
         for line in text.lines() {
             assert_eq!(line.chars().count(), WIDTH + 2, "{line:?}");
         }

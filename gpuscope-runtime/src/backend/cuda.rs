@@ -46,8 +46,14 @@ pub fn unavailable_reason() -> Option<String> {
 
 /// `CUDA_ERROR_X: description`.
 fn describe(e: DriverError) -> String {
-    let name = e.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("{:?}", e.0));
-    let text = e.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = e
+        .error_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("{:?}", e.0));
+    let text = e
+        .error_string()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
     format!("{name}: {text}")
 }
 
@@ -128,7 +134,9 @@ impl CudaBackend {
 
     fn probe_vmm(ctx: &Arc<CudaContext>, ordinal: i32) -> Result<Option<Vmm>, BackendError> {
         let supported = ctx
-            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED)
+            .attribute(
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_VIRTUAL_ADDRESS_MANAGEMENT_SUPPORTED,
+            )
             .map_err(|e| driver("cuDeviceGetAttribute", e))?;
         if supported == 0 {
             return Ok(None);
@@ -145,7 +153,10 @@ impl CudaBackend {
         }
         .result()
         .map_err(|e| driver("cuMemGetAllocationGranularity", e))?;
-        Ok(Some(Vmm { ordinal, granularity }))
+        Ok(Some(Vmm {
+            ordinal,
+            granularity,
+        }))
     }
 
     /// The cudarc context.
@@ -167,7 +178,9 @@ impl CudaBackend {
     }
 
     fn bind(&self) -> Result<(), BackendError> {
-        self.ctx.bind_to_thread().map_err(|e| driver("cuCtxSetCurrent", e))
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| driver("cuCtxSetCurrent", e))
     }
 
     fn raw_stream(&self, stream: StreamId) -> Result<sys::CUstream, BackendError> {
@@ -234,7 +247,10 @@ impl Backend for CudaBackend {
     }
 
     fn create_stream(&self) -> Result<StreamId, BackendError> {
-        let stream = self.ctx.new_stream().map_err(|e| driver("cuStreamCreate", e))?;
+        let stream = self
+            .ctx
+            .new_stream()
+            .map_err(|e| driver("cuStreamCreate", e))?;
         let mut streams = self.streams.write().unwrap_or_else(|e| e.into_inner());
         streams.push(stream);
         Ok(StreamId((streams.len() - 1) as u32))
@@ -245,11 +261,15 @@ impl Backend for CudaBackend {
     }
 
     fn synchronize_stream(&self, stream: StreamId) -> Result<(), BackendError> {
-        self.cuda_stream(stream)?.synchronize().map_err(|e| driver("cuStreamSynchronize", e))
+        self.cuda_stream(stream)?
+            .synchronize()
+            .map_err(|e| driver("cuStreamSynchronize", e))
     }
 
     fn synchronize_device(&self) -> Result<(), BackendError> {
-        self.ctx.synchronize().map_err(|e| driver("cuCtxSynchronize", e))
+        self.ctx
+            .synchronize()
+            .map_err(|e| driver("cuCtxSynchronize", e))
     }
 
     fn create_event(&self) -> Result<EventId, BackendError> {
@@ -315,20 +335,32 @@ impl Backend for CudaBackend {
             .map_err(|e| driver("cuStreamWaitEvent", e))
     }
 
-    unsafe fn copy_host_to_device(&self, dst: DeviceAddr, src: &[u8], stream: StreamId) -> Result<(), BackendError> {
+    unsafe fn copy_host_to_device(
+        &self,
+        dst: DeviceAddr,
+        src: &[u8],
+        stream: StreamId,
+    ) -> Result<(), BackendError> {
         let s = self.raw_stream(stream)?;
         self.bind()?;
         // SAFETY: the caller promises `dst` holds `src.len()` bytes. The source is
         // pageable host memory, which the driver copies out before the call returns.
-        unsafe { result::memcpy_htod_async(dst.0, src, s) }.map_err(|e| driver("cuMemcpyHtoDAsync", e))
+        unsafe { result::memcpy_htod_async(dst.0, src, s) }
+            .map_err(|e| driver("cuMemcpyHtoDAsync", e))
     }
 
-    unsafe fn copy_device_to_host(&self, dst: &mut [u8], src: DeviceAddr, stream: StreamId) -> Result<(), BackendError> {
+    unsafe fn copy_device_to_host(
+        &self,
+        dst: &mut [u8],
+        src: DeviceAddr,
+        stream: StreamId,
+    ) -> Result<(), BackendError> {
         let s = self.raw_stream(stream)?;
         self.bind()?;
         // SAFETY: the caller promises `src` holds `dst.len()` bytes; the stream is
         // synchronised before `dst` is returned to the caller.
-        unsafe { result::memcpy_dtoh_async(dst, src.0, s) }.map_err(|e| driver("cuMemcpyDtoHAsync", e))?;
+        unsafe { result::memcpy_dtoh_async(dst, src.0, s) }
+            .map_err(|e| driver("cuMemcpyDtoHAsync", e))?;
         // SAFETY: the stream is live.
         unsafe { result::stream::synchronize(s) }.map_err(|e| driver("cuStreamSynchronize", e))
     }
@@ -343,14 +375,22 @@ impl Backend for CudaBackend {
         let s = self.raw_stream(stream)?;
         self.bind()?;
         // SAFETY: the caller promises both ranges are device memory of `len` bytes.
-        unsafe { result::memcpy_dtod_async(dst.0, src.0, len, s) }.map_err(|e| driver("cuMemcpyDtoDAsync", e))
+        unsafe { result::memcpy_dtod_async(dst.0, src.0, len, s) }
+            .map_err(|e| driver("cuMemcpyDtoDAsync", e))
     }
 
-    unsafe fn memset(&self, dst: DeviceAddr, value: u8, len: usize, stream: StreamId) -> Result<(), BackendError> {
+    unsafe fn memset(
+        &self,
+        dst: DeviceAddr,
+        value: u8,
+        len: usize,
+        stream: StreamId,
+    ) -> Result<(), BackendError> {
         let s = self.raw_stream(stream)?;
         self.bind()?;
         // SAFETY: the caller promises `dst` holds `len` bytes.
-        unsafe { result::memset_d8_async(dst.0, value, len, s) }.map_err(|e| driver("cuMemsetD8Async", e))
+        unsafe { result::memset_d8_async(dst.0, value, len, s) }
+            .map_err(|e| driver("cuMemsetD8Async", e))
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -399,10 +439,17 @@ impl VirtualMemory for CudaBackend {
     unsafe fn release_chunk(&self, chunk: PhysHandle, _size: usize) -> Result<(), BackendError> {
         self.bind()?;
         // SAFETY: the caller promises nothing of the chunk is mapped.
-        unsafe { sys::cuMemRelease(chunk.0) }.result().map_err(|e| driver("cuMemRelease", e))
+        unsafe { sys::cuMemRelease(chunk.0) }
+            .result()
+            .map_err(|e| driver("cuMemRelease", e))
     }
 
-    unsafe fn map(&self, addr: DeviceAddr, size: usize, chunk: PhysHandle) -> Result<(), BackendError> {
+    unsafe fn map(
+        &self,
+        addr: DeviceAddr,
+        size: usize,
+        chunk: PhysHandle,
+    ) -> Result<(), BackendError> {
         self.bind()?;
         // SAFETY: the caller promises the range is reserved and unmapped, and the
         // chunk unmapped elsewhere.
@@ -428,7 +475,9 @@ impl VirtualMemory for CudaBackend {
     unsafe fn unmap(&self, addr: DeviceAddr, size: usize) -> Result<(), BackendError> {
         self.bind()?;
         // SAFETY: the caller promises this is one mapping and that it is idle.
-        unsafe { sys::cuMemUnmap(addr.0, size) }.result().map_err(|e| driver("cuMemUnmap", e))
+        unsafe { sys::cuMemUnmap(addr.0, size) }
+            .result()
+            .map_err(|e| driver("cuMemUnmap", e))
     }
 }
 

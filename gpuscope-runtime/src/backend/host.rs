@@ -7,9 +7,7 @@
 use std::alloc::{Layout, alloc, dealloc};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::{
-    Backend, BackendError, DeviceAddr, DeviceKind, EventId, MemInfo, StreamId,
-};
+use super::{Backend, BackendError, DeviceAddr, DeviceKind, EventId, MemInfo, StreamId};
 
 /// Alignment of every host allocation: what `cudaMalloc` guarantees.
 pub const HOST_ALIGNMENT: usize = 256;
@@ -238,8 +236,10 @@ mod tests {
         let data: Vec<u8> = (0..3000).map(|i| (i % 251) as u8).collect();
         let mut back = vec![0u8; 3000];
         unsafe {
-            host.copy_host_to_device(a, &data, StreamId::DEFAULT).unwrap();
-            host.copy_device_to_host(&mut back, a, StreamId::DEFAULT).unwrap();
+            host.copy_host_to_device(a, &data, StreamId::DEFAULT)
+                .unwrap();
+            host.copy_device_to_host(&mut back, a, StreamId::DEFAULT)
+                .unwrap();
             host.free(a, 3000).unwrap();
         }
         assert_eq!(back, data);

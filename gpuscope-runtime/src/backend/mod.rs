@@ -192,11 +192,11 @@ pub trait Backend: Send + Sync + fmt::Debug {
     fn create_stream(&self) -> Result<StreamId, BackendError>;
 
     /// Blocks until all work queued on `stream` has finished.
-/// Whether `stream` is a stream of this backend (the default stream, or one that
+    /// Whether `stream` is a stream of this backend (the default stream, or one that
     /// [`Backend::create_stream`] returned).
     fn has_stream(&self, stream: StreamId) -> bool;
 
-        fn synchronize_stream(&self, stream: StreamId) -> Result<(), BackendError>;
+    fn synchronize_stream(&self, stream: StreamId) -> Result<(), BackendError>;
 
     /// Blocks until all work on every stream of the device has finished.
     fn synchronize_device(&self) -> Result<(), BackendError>;
@@ -308,7 +308,12 @@ pub trait VirtualMemory: Send + Sync {
     /// # Safety
     /// `addr..addr+size` lies in a reservation and nothing is mapped there, and the
     /// chunk is not mapped anywhere else.
-    unsafe fn map(&self, addr: DeviceAddr, size: usize, chunk: PhysHandle) -> Result<(), BackendError>;
+    unsafe fn map(
+        &self,
+        addr: DeviceAddr,
+        size: usize,
+        chunk: PhysHandle,
+    ) -> Result<(), BackendError>;
 
     /// Makes `addr..addr+size` (fully mapped) readable and writable by the device.
     ///

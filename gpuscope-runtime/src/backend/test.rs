@@ -143,7 +143,6 @@ struct State {
     counters: Counters,
 }
 
-
 impl State {
     /// Counts an allocation attempt and decides whether it fails.
     fn admit(&mut self, size: usize, capacity: usize) -> Result<(), BackendError> {
@@ -328,10 +327,13 @@ impl Backend for TestBackend {
 
     fn destroy_event(&self, event: EventId) -> Result<(), BackendError> {
         let mut st = self.state();
-        st.events.remove(&event.0).map(|_| ()).ok_or(BackendError::InvalidHandle {
-            what: "event",
-            detail: format!("event {} does not exist", event.0),
-        })
+        st.events
+            .remove(&event.0)
+            .map(|_| ())
+            .ok_or(BackendError::InvalidHandle {
+                what: "event",
+                detail: format!("event {} does not exist", event.0),
+            })
     }
 
     fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), BackendError> {
@@ -443,13 +445,19 @@ impl VirtualMemory for TestBackend {
             "test backend: free_address({addr}, {size}) is not one reservation"
         );
         let inside = st.mappings.range(addr.0..addr.0 + size as u64).next();
-        assert!(inside.is_none(), "test backend: free_address({addr}) with memory still mapped in it");
+        assert!(
+            inside.is_none(),
+            "test backend: free_address({addr}) with memory still mapped in it"
+        );
         Ok(())
     }
 
     fn create_chunk(&self, size: usize) -> Result<PhysHandle, BackendError> {
         let g = self.granularity();
-        assert!(size > 0 && size % g == 0, "test backend: chunk size {size} is not a multiple of {g}");
+        assert!(
+            size > 0 && size % g == 0,
+            "test backend: chunk size {size} is not a multiple of {g}"
+        );
         let mut st = self.state();
         st.admit(size, self.capacity)?;
         st.next_chunk += 1;
@@ -464,13 +472,22 @@ impl VirtualMemory for TestBackend {
             !st.mapped_chunks.contains(&chunk.0),
             "test backend: release of chunk {chunk:?} while it is mapped"
         );
-        assert_eq!(st.chunks.remove(&chunk.0), Some(size), "test backend: release of unknown chunk {chunk:?}");
+        assert_eq!(
+            st.chunks.remove(&chunk.0),
+            Some(size),
+            "test backend: release of unknown chunk {chunk:?}"
+        );
         st.used -= size;
         st.counters.device_frees += 1;
         Ok(())
     }
 
-    unsafe fn map(&self, addr: DeviceAddr, size: usize, chunk: PhysHandle) -> Result<(), BackendError> {
+    unsafe fn map(
+        &self,
+        addr: DeviceAddr,
+        size: usize,
+        chunk: PhysHandle,
+    ) -> Result<(), BackendError> {
         let g = self.granularity();
         let mut st = self.state();
         let chunk_size = *st
@@ -481,17 +498,29 @@ impl VirtualMemory for TestBackend {
             addr.0 % g as u64 == 0,
             "test backend: map at {addr} is not aligned to {g}"
         );
-        assert_eq!(size, chunk_size, "test backend: map of {size} bytes of {chunk:?}, which has {chunk_size}: chunks map whole");
-        assert!(st.mapped_chunks.insert(chunk.0), "test backend: chunk {chunk:?} is already mapped");
+        assert_eq!(
+            size, chunk_size,
+            "test backend: map of {size} bytes of {chunk:?}, which has {chunk_size}: chunks map whole"
+        );
+        assert!(
+            st.mapped_chunks.insert(chunk.0),
+            "test backend: chunk {chunk:?} is already mapped"
+        );
         let (start, end) = (addr.0, addr.0 + size as u64);
         let inside = st
             .reservations
             .range(..=start)
             .next_back()
             .is_some_and(|(&r, &rs)| end <= r + rs as u64);
-        assert!(inside, "test backend: map at {addr} (+{size}) outside any reservation");
+        assert!(
+            inside,
+            "test backend: map at {addr} (+{size}) outside any reservation"
+        );
         if let Some((&m, &(ms, _))) = st.mappings.range(..end).next_back() {
-            assert!(m + ms as u64 <= start, "test backend: map at {addr} overlaps the mapping at {m:#x}");
+            assert!(
+                m + ms as u64 <= start,
+                "test backend: map at {addr} overlaps the mapping at {m:#x}"
+            );
         }
         st.mappings.insert(start, (size, chunk.0));
         st.counters.maps += 1;
@@ -505,7 +534,9 @@ impl VirtualMemory for TestBackend {
         while cur < end {
             match st.mappings.get(&cur) {
                 Some(&(ms, _)) => cur += ms as u64,
-                None => panic!("test backend: set_access over {addr} (+{size}) with {cur:#x} unmapped"),
+                None => {
+                    panic!("test backend: set_access over {addr} (+{size}) with {cur:#x} unmapped")
+                }
             }
         }
         assert_eq!(cur, end, "test backend: set_access ends inside a mapping");
@@ -517,7 +548,10 @@ impl VirtualMemory for TestBackend {
         let Some((ms, chunk)) = st.mappings.remove(&addr.0) else {
             panic!("test backend: unmap of {addr}, where nothing is mapped");
         };
-        assert_eq!(ms, size, "test backend: unmap of {addr} with size {size}, mapped {ms}");
+        assert_eq!(
+            ms, size,
+            "test backend: unmap of {addr} with size {size}, mapped {ms}"
+        );
         st.mapped_chunks.remove(&chunk);
         st.counters.unmaps += 1;
         Ok(())
@@ -533,11 +567,17 @@ mod tests {
         let dev = TestBackend::builder().event_mode(EventMode::Manual).build();
         let s = dev.create_stream().unwrap();
         let e = dev.create_event().unwrap();
-        assert!(dev.query_event(e).unwrap(), "a never-recorded event is complete");
+        assert!(
+            dev.query_event(e).unwrap(),
+            "a never-recorded event is complete"
+        );
         dev.record_event(e, s).unwrap();
         assert!(!dev.query_event(e).unwrap());
         dev.synchronize_stream(StreamId::DEFAULT).unwrap();
-        assert!(!dev.query_event(e).unwrap(), "another stream's sync does not complete it");
+        assert!(
+            !dev.query_event(e).unwrap(),
+            "another stream's sync does not complete it"
+        );
         dev.synchronize_stream(s).unwrap();
         assert!(dev.query_event(e).unwrap());
     }

@@ -43,7 +43,37 @@ macro_rules! no_tensors {
         }
     )*};
 }
-no_tensors!((), bool, char, u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64, String, str);
+no_tensors!(
+    (),
+    bool,
+    char,
+    u8,
+    u16,
+    u32,
+    u64,
+    u128,
+    usize,
+    i8,
+    i16,
+    i32,
+    i64,
+    i128,
+    isize,
+    f32,
+    f64,
+    String,
+    str
+);
+// Errors hold no tensors: `Result<Tensor, TensorError>` is a scope value.
+no_tensors!(
+    crate::tensor::TensorError,
+    crate::alloc::AllocError,
+    crate::device::DeviceError,
+    crate::backend::BackendError,
+    std::io::Error,
+    dyn std::error::Error,
+    dyn std::error::Error + Send + Sync
+);
 
 impl<T: ScopeValue + ?Sized> ScopeValue for &T {
     fn for_each_tensor(&self, f: &mut dyn FnMut(&Tensor)) {

@@ -6,8 +6,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::stack::{Frame, ScopeGuard, ScopeOptions, with_scopes};
 use super::ScopeValue;
+use super::stack::{Frame, ScopeGuard, ScopeOptions, with_scopes};
 
 /// A future running inside a scope. Made by `#[gpu_scope]` on an `async fn`, or by
 /// [`scoped`].
@@ -45,7 +45,11 @@ where
 {
     let guard = ScopeGuard::enter(options);
     let open = guard.is_open();
-    let frame = if open { super::stack::detach_top() } else { None };
+    let frame = if open {
+        super::stack::detach_top()
+    } else {
+        None
+    };
     std::mem::forget(guard);
     Scoped {
         future,

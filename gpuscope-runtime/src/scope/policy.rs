@@ -1,8 +1,8 @@
 //! Whether tensors are tracked, and what a scope does about a leak.
 
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// What a scope does when a tensor made inside it is still alive at exit and was
 /// neither returned nor kept.

@@ -42,7 +42,14 @@ pub struct TrackRecord {
 
 impl TrackRecord {
     /// Makes this (unshared, dropped) record describe a new storage.
-    pub(crate) fn reuse(&mut self, site: &'static Location<'static>, bytes: usize, dtype: DType, shape: &[usize], device: &Device) {
+    pub(crate) fn reuse(
+        &mut self,
+        site: &'static Location<'static>,
+        bytes: usize,
+        dtype: DType,
+        shape: &[usize],
+        device: &Device,
+    ) {
         self.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         self.site = site;
         self.bytes = bytes;
@@ -57,7 +64,13 @@ impl TrackRecord {
         self.leaked_from = std::sync::OnceLock::new();
     }
 
-    pub(crate) fn new(site: &'static Location<'static>, bytes: usize, dtype: DType, shape: &[usize], device: &Device) -> TrackRecord {
+    pub(crate) fn new(
+        site: &'static Location<'static>,
+        bytes: usize,
+        dtype: DType,
+        shape: &[usize],
+        device: &Device,
+    ) -> TrackRecord {
         TrackRecord {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             site,

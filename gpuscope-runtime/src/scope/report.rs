@@ -27,7 +27,11 @@ pub struct ScopeSite {
 
 impl fmt::Display for ScopeSite {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "`{}` at {}:{}:{}", self.name, self.file, self.line, self.column)
+        write!(
+            f,
+            "`{}` at {}:{}:{}",
+            self.name, self.file, self.line, self.column
+        )
     }
 }
 
@@ -88,7 +92,10 @@ pub(crate) fn describe(r: &TrackRecord) -> String {
 /// Sends a report through `tracing`.
 pub(crate) fn emit(report: &LeakReport) {
     let scope = report.scope.name;
-    let scope_site = format!("{}:{}:{}", report.scope.file, report.scope.line, report.scope.column);
+    let scope_site = format!(
+        "{}:{}:{}",
+        report.scope.file, report.scope.line, report.scope.column
+    );
     for r in &report.leaked {
         let site = r.site();
         tracing::warn!(

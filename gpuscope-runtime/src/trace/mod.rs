@@ -81,7 +81,10 @@ impl Trace {
 
     /// Number of allocations.
     pub fn allocations(&self) -> usize {
-        self.ops.iter().filter(|o| matches!(o, TraceOp::Alloc { .. })).count()
+        self.ops
+            .iter()
+            .filter(|o| matches!(o, TraceOp::Alloc { .. }))
+            .count()
     }
 
     /// Reads and validates a trace file.
@@ -101,13 +104,24 @@ impl Trace {
             line,
             message,
         };
-        let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l.trim_end_matches('\r')));
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| (i + 1, l.trim_end_matches('\r')));
         match lines.next() {
             Some((_, h)) if h.trim() == HEADER => {}
             Some((n, h)) => {
-                return Err(err(n, format!("expected the header `{HEADER}`, found `{}`", clip(h))));
+                return Err(err(
+                    n,
+                    format!("expected the header `{HEADER}`, found `{}`", clip(h)),
+                ));
             }
-            None => return Err(err(1, format!("empty file: expected the header `{HEADER}`"))),
+            None => {
+                return Err(err(
+                    1,
+                    format!("empty file: expected the header `{HEADER}`"),
+                ));
+            }
         }
         let mut ops = Vec::new();
         let mut live: HashMap<u64, usize> = HashMap::new();
@@ -117,31 +131,65 @@ impl Trace {
             }
             let fields: Vec<&str> = line.split(',').map(str::trim).collect();
             if fields.len() != 4 {
-                return Err(err(n, format!("expected 4 fields `op,id,size,stream`, found {} in `{}`", fields.len(), clip(line))));
+                return Err(err(
+                    n,
+                    format!(
+                        "expected 4 fields `op,id,size,stream`, found {} in `{}`",
+                        fields.len(),
+                        clip(line)
+                    ),
+                ));
             }
-            let id: u64 = fields[1]
-                .parse()
-                .map_err(|_| err(n, format!("id `{}` is not a non-negative integer", clip(fields[1]))))?;
-            let size: usize = fields[2]
-                .parse()
-                .map_err(|_| err(n, format!("size `{}` is not a non-negative integer", clip(fields[2]))))?;
-            let stream: u32 = fields[3]
-                .parse()
-                .map_err(|_| err(n, format!("stream `{}` is not a stream number", clip(fields[3]))))?;
+            let id: u64 = fields[1].parse().map_err(|_| {
+                err(
+                    n,
+                    format!("id `{}` is not a non-negative integer", clip(fields[1])),
+                )
+            })?;
+            let size: usize = fields[2].parse().map_err(|_| {
+                err(
+                    n,
+                    format!("size `{}` is not a non-negative integer", clip(fields[2])),
+                )
+            })?;
+            let stream: u32 = fields[3].parse().map_err(|_| {
+                err(
+                    n,
+                    format!("stream `{}` is not a stream number", clip(fields[3])),
+                )
+            })?;
             match fields[0] {
                 "a" => {
                     if let Some(first) = live.insert(id, n) {
-                        return Err(err(n, format!("id {id} allocated again while still live (allocated at line {first})")));
+                        return Err(err(
+                            n,
+                            format!(
+                                "id {id} allocated again while still live (allocated at line {first})"
+                            ),
+                        ));
                     }
                     ops.push(TraceOp::Alloc { id, size, stream });
                 }
                 "f" => {
                     if live.remove(&id).is_none() {
-                        return Err(err(n, format!("free of id {id}, which is not allocated (never allocated, or freed already)")));
+                        return Err(err(
+                            n,
+                            format!(
+                                "free of id {id}, which is not allocated (never allocated, or freed already)"
+                            ),
+                        ));
                     }
                     ops.push(TraceOp::Free { id });
                 }
-                other => return Err(err(n, format!("unknown op `{}`: expected `a` (allocate) or `f` (free)", clip(other)))),
+                other => {
+                    return Err(err(
+                        n,
+                        format!(
+                            "unknown op `{}`: expected `a` (allocate) or `f` (free)",
+                            clip(other)
+                        ),
+                    ));
+                }
             }
         }
         Ok(Trace { ops })
@@ -230,7 +278,8 @@ mod tests {
 
     #[test]
     fn ids_may_be_reused_after_free() {
-        let t = Trace::parse_str("op,id,size,stream\na,5,512,0\nf,5,0,0\na,5,1024,0\r\n", "t").unwrap();
+        let t =
+            Trace::parse_str("op,id,size,stream\na,5,512,0\nf,5,0,0\na,5,1024,0\r\n", "t").unwrap();
         assert_eq!(t.ops().len(), 3);
     }
 }

@@ -82,8 +82,14 @@ impl ReplayResult {
 }
 
 enum Step {
-    Alloc { slot: u32, size: usize, stream: StreamId },
-    Free { slot: u32 },
+    Alloc {
+        slot: u32,
+        size: usize,
+        stream: StreamId,
+    },
+    Free {
+        slot: u32,
+    },
 }
 
 /// Resolves ids to dense slots and stream numbers to backend streams.
@@ -190,7 +196,11 @@ pub fn replay(
         trace: name.to_string(),
         ops: steps.len(),
         cold_ns_per_op: pass_ns[0],
-        warm_ns_per_op: if warm.is_empty() { pass_ns[0] } else { warm.iter().sum::<f64>() / warm.len() as f64 },
+        warm_ns_per_op: if warm.is_empty() {
+            pass_ns[0]
+        } else {
+            warm.iter().sum::<f64>() / warm.len() as f64
+        },
         pass_ns_per_op: pass_ns,
         peak_allocated: stats.allocated_bytes.all.peak as usize,
         peak_reserved: stats.reserved_bytes.all.peak as usize,

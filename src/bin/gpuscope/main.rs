@@ -9,7 +9,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "gpuscope", version, about = "GPU memory tools: replay allocation traces, lint training code")]
+#[command(
+    name = "gpuscope",
+    version,
+    about = "GPU memory tools: replay allocation traces, lint training code"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -26,7 +30,8 @@ enum Command {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("GPUSCOPE_LOG").unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_env("GPUSCOPE_LOG")
+                .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();

@@ -50,7 +50,12 @@ pub struct Args {
 fn open_backend(choice: BackendChoice) -> Result<Arc<dyn Backend>, String> {
     match choice {
         BackendChoice::Host => Ok(Arc::new(HostBackend::new())),
-        BackendChoice::Sim => Ok(Arc::new(TestBackend::builder().capacity(80 << 30).virtual_memory(2 << 20).build())),
+        BackendChoice::Sim => Ok(Arc::new(
+            TestBackend::builder()
+                .capacity(80 << 30)
+                .virtual_memory(2 << 20)
+                .build(),
+        )),
         BackendChoice::Cuda => open_cuda(),
     }
 }
@@ -72,7 +77,12 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     let traces: Vec<(String, Trace)> = args
         .traces
         .iter()
-        .map(|p| Ok((p.display().to_string(), Trace::read(p).map_err(|e| e.to_string())?)))
+        .map(|p| {
+            Ok((
+                p.display().to_string(),
+                Trace::read(p).map_err(|e| e.to_string())?,
+            ))
+        })
         .collect::<Result<_, String>>()?;
     let config = AllocConfig::from_env().map_err(|e| e.to_string())?;
     let backend = open_backend(args.backend)?;
@@ -85,13 +95,18 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         } else {
             "plain device allocations"
         };
-        println!("backend: {} ({}), segments: {segments}, config: {config}", backend.kind(), backend.name());
+        println!(
+            "backend: {} ({}), segments: {segments}, config: {config}",
+            backend.kind(),
+            backend.name()
+        );
     }
     for (name, trace) in &traces {
         // A fresh allocator per trace, so one trace's cache does not serve the next.
         let allocator =
             CachingAllocator::new(backend.clone(), config.clone()).map_err(|e| e.to_string())?;
-        let result = replay(&allocator, trace, name, &options).map_err(|e| format!("{name}: {e}"))?;
+        let result =
+            replay(&allocator, trace, name, &options).map_err(|e| format!("{name}: {e}"))?;
         match args.format {
             Format::Text => print_text(&result),
             Format::Json => println!("{}", to_json(&result, args.backend)),
@@ -105,13 +120,28 @@ fn print_text(r: &ReplayResult) {
     println!("  ops               {:>14}", r.ops);
     println!("  cold ns/op        {:>14.1}", r.cold_ns_per_op);
     println!("  warm ns/op        {:>14.1}", r.warm_ns_per_op);
-    println!("  peak allocated    {:>14}  ({})", r.peak_allocated, format_bytes(r.peak_allocated));
-    println!("  peak reserved     {:>14}  ({})", r.peak_reserved, format_bytes(r.peak_reserved));
+    println!(
+        "  peak allocated    {:>14}  ({})",
+        r.peak_allocated,
+        format_bytes(r.peak_allocated)
+    );
+    println!(
+        "  peak reserved     {:>14}  ({})",
+        r.peak_reserved,
+        format_bytes(r.peak_reserved)
+    );
     println!("  reserved/allocated{:>14.4}", r.ratio());
-    println!("  peak live (trace) {:>14}  ({})", r.peak_live, format_bytes(r.peak_live));
+    println!(
+        "  peak live (trace) {:>14}  ({})",
+        r.peak_live,
+        format_bytes(r.peak_live)
+    );
     println!("  device allocs     {:>14}", r.device_allocs);
     println!("  device frees      {:>14}", r.device_frees);
-    println!("  maps (warm)       {:>14}  ({})", r.device_maps, r.warm_device_maps);
+    println!(
+        "  maps (warm)       {:>14}  ({})",
+        r.device_maps, r.warm_device_maps
+    );
 }
 
 fn to_json(r: &ReplayResult, backend: BackendChoice) -> String {
