@@ -69,6 +69,10 @@ struct Args {
     /// Keep one activation per epoch in a Vec, to see the leak report at work.
     #[arg(long)]
     inject_leak: bool,
+    /// Turn tensor tracking off (no creation sites, no leak reports), to measure what
+    /// tracking costs.
+    #[arg(long)]
+    no_tracking: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -278,7 +282,7 @@ fn main() -> ExitCode {
 
 fn run(args: &Args) -> Result<ExitCode, String> {
     // Scopes track tensors only with tracking on (the default in debug builds only).
-    scope::set_tracking(true);
+    scope::set_tracking(!args.no_tracking);
     scope::set_leak_policy(match args.leaks {
         Leaks::Warn => LeakPolicy::Warn,
         Leaks::Deny => LeakPolicy::Deny,
