@@ -16,7 +16,7 @@ cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
   | python3 -c 'import sys,json
 for l in sys.stdin:
     d=json.loads(l)
-    if d.get("reason")=="compiler-artifact" and d.get("executable") and d["target"]["kind"]!=["bin"]:
+    if d.get("reason")=="compiler-artifact" and d.get("executable") and d["profile"]["test"]:
         print(d["target"]["name"], d["executable"])' \
   | while read -r name exe; do cp "$exe" ".device-bin/tests/$name"; done
 strip .device-bin/* .device-bin/tests/* 2>/dev/null || true

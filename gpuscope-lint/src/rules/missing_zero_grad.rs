@@ -32,7 +32,7 @@ pub(crate) fn check_loop(lp: &Loop<'_>, _st: &State<'_>, sink: &mut Sink<'_>) {
             &RULE,
             lp.span,
             "this loop calls `.backward()` and `.step()` but never `.zero_grad()`: gradients add up across iterations".to_owned(),
-            "call `optimizer.zero_grad()` in every iteration, before `.backward()` (or use `optimizer.backward_step(&loss)`)"
+            "call `optimizer.zero_grad()` in every iteration, before `.backward()`"
                 .to_owned(),
         );
     }
