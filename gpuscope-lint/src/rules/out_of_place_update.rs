@@ -18,11 +18,24 @@ pub(crate) const RULE: Rule = Rule {
     summary: "`x = x + y` allocates a new tensor where `x.add_(&y)` would update in place",
 };
 
+/// The expression under `?`, `.unwrap()` and `.expect(..)` (fallible tensor ops).
+fn unwrapped(mut e: &Expr) -> &Expr {
+    loop {
+        e = match e {
+            Expr::Try(t) => strip(&t.expr),
+            Expr::MethodCall(m) if m.method == "unwrap" || m.method == "expect" => {
+                strip(&m.receiver)
+            }
+            _ => return e,
+        };
+    }
+}
+
 pub(crate) fn check(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
     let Expr::Assign(assign) = e else { return };
     let target = &assign.left;
     // (in-place method, how the update is written, the other operand)
-    let (op, written, other) = match strip(&assign.right) {
+    let (op, written, other) = match unwrapped(strip(&assign.right)) {
         Expr::Binary(b) => {
             let (op, symbol) = match b.op {
                 BinOp::Add(_) => ("add", "+"),
@@ -109,6 +122,20 @@ fn update(w: Tensor, g: &Tensor, lr: &Tensor) {
             "{}",
             f.help
         );
+    }
+
+    #[test]
+    fn sees_through_question_mark_and_unwrap() {
+        let src = r#"
+fn update(w: Tensor, g: &Tensor) -> Result<(), TensorError> {
+    let mut w = w;
+    w = w.add(g)?;
+    w = w.mul(g).unwrap();
+    w = g.add(g)?;
+    Ok(())
+}
+"#;
+        assert_eq!(hits(RULE, src), [(4, 5), (5, 5)]);
     }
 
     #[test]
