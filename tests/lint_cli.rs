@@ -464,3 +464,17 @@ fn list_rules_shows_configured_levels() {
     );
     assert_eq!(level_of("graph_accumulation").as_deref(), Some("warn"));
 }
+
+#[test]
+fn works_as_a_cargo_subcommand() {
+    // `cargo gpuscope lint ..` runs `cargo-gpuscope gpuscope lint ..`.
+    let out = Command::new(env!("CARGO_BIN_EXE_cargo-gpuscope"))
+        .args(["gpuscope", "lint", "--format", "json"])
+        .arg(sample())
+        .output()
+        .unwrap();
+    let direct = lint(&sample(), &["--format", "json"]);
+    assert_eq!(code(&out), code(&direct), "{}", stderr(&out));
+    assert_eq!(json(&out).len(), json(&direct).len());
+    assert!(!json(&out).is_empty());
+}

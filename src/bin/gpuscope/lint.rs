@@ -21,11 +21,9 @@
 //! # As a cargo subcommand
 //!
 //! `cargo gpuscope lint ..` runs a binary named `cargo-gpuscope` with the arguments
-//! `gpuscope lint ..`: cargo repeats the subcommand's name. This binary is named `gpuscope`,
-//! so that needs a `cargo-gpuscope` binary target (for example `src/bin/cargo-gpuscope.rs`
-//! reusing `main.rs`), or `main.rs` parsing `cargo_subcommand_args(std::env::args_os())`
-//! instead of `std::env::args_os()`. Neither exists yet; [`cargo_subcommand_args`] is the piece
-//! they need.
+//! `gpuscope lint ..`: cargo repeats the subcommand's name. `src/bin/cargo-gpuscope.rs` is
+//! that binary (it reuses `main.rs`), and `main.rs` parses the command line through
+//! [`cargo_subcommand_args`], which drops the repeat.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -623,7 +621,6 @@ fn write_sarif(
 /// The command line as a `cargo-gpuscope` binary receives it from `cargo gpuscope lint ..`
 /// (`cargo-gpuscope gpuscope lint ..`), without the repeated `gpuscope`; any other command
 /// line unchanged. See the module documentation.
-#[allow(dead_code)] // For the `cargo-gpuscope` entry point, which does not exist yet.
 pub fn cargo_subcommand_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
     let mut args: Vec<OsString> = args.into_iter().collect();
     if args.get(1).is_some_and(|a| a == "gpuscope") {

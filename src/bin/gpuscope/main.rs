@@ -27,7 +27,8 @@ enum Command {
     Lint(lint::Args),
 }
 
-fn main() -> ExitCode {
+/// Runs the command (also the entry point of `cargo-gpuscope`).
+pub fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("GPUSCOPE_LOG")
@@ -35,7 +36,8 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
+    // As `cargo gpuscope ..`, cargo runs `cargo-gpuscope gpuscope ..`: drop the repeat.
+    let cli = Cli::parse_from(lint::cargo_subcommand_args(std::env::args_os()));
     let result = match cli.command {
         Command::Replay(args) => replay::run(args),
         Command::Lint(args) => lint::run(args),
