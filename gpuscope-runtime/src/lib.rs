@@ -1,7 +1,8 @@
 //! # gpuscope-runtime
 //!
 //! The runtime half of gpuscope: device backends, a caching device allocator with
-//! PyTorch's semantics, and allocation traces.
+//! PyTorch's semantics, tensors (with operations, autograd and optimizers) whose
+//! storage comes from it, scopes that track them, and allocation traces.
 //!
 //! Where things live:
 //! - [`backend`]: the [`Backend`](backend::Backend) trait (raw memory, streams, events,

@@ -37,7 +37,8 @@ pub use stack::{ScopeGuard, ScopeOptions, current_scope, scope_depth};
 
 pub(crate) use stack::track;
 
-/// Every tracked tensor alive now, on every thread, oldest first: tensors in open
+/// Every tracked tensor alive now, on every thread (in creation order on each thread;
+/// ids are handed out in per-thread blocks): tensors in open
 /// scopes, tensors that outlived every scope (globals, `mem::forget`, model
 /// parameters), and leaked ones (with the scope that reported them).
 ///

@@ -23,7 +23,25 @@ pub(crate) enum TrackState {
     Leaked = 3,
 }
 
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+/// Ids are handed out in per-thread blocks, so making a record takes no shared atomic.
+static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
+const ID_BLOCK: u64 = 1 << 16;
+
+thread_local! {
+    static IDS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+fn next_id() -> u64 {
+    IDS.with(|c| {
+        let (mut next, mut end) = c.get();
+        if next == end {
+            next = NEXT_BLOCK.fetch_add(ID_BLOCK, Ordering::Relaxed);
+            end = next + ID_BLOCK;
+        }
+        c.set((next + 1, end));
+        next
+    })
+}
 
 /// One tracked tensor storage.
 #[derive(Debug)]
@@ -50,7 +68,7 @@ impl TrackRecord {
         shape: &[usize],
         device: &Device,
     ) {
-        self.id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+        self.id = next_id();
         self.site = site;
         self.bytes = bytes;
         self.dtype = dtype;
@@ -72,7 +90,7 @@ impl TrackRecord {
         device: &Device,
     ) -> TrackRecord {
         TrackRecord {
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: next_id(),
             site,
             bytes,
             dtype,
@@ -84,7 +102,7 @@ impl TrackRecord {
         }
     }
 
-    /// A number unique to this storage in the process.
+    /// A number unique to this storage in the process (increasing on each thread).
     pub fn id(&self) -> u64 {
         self.id
     }
