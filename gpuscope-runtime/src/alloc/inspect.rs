@@ -327,77 +327,34 @@ impl AllocState {
                 recount.reserved_bytes.all.current
             ));
         }
-        let checks: [(&str, i64, i64); 10] = [
-            (
-                "allocation",
-                recount.allocation.all.current,
-                self.stats.allocation.all.current,
-            ),
-            (
-                "allocated_bytes",
-                recount.allocated_bytes.all.current,
-                self.stats.allocated_bytes.all.current,
-            ),
-            (
-                "requested_bytes",
-                recount.requested_bytes.all.current,
-                self.stats.requested_bytes.all.current,
-            ),
-            (
-                "active",
-                recount.active.all.current,
-                self.stats.active.all.current,
-            ),
-            (
-                "active_bytes",
-                recount.active_bytes.all.current,
-                self.stats.active_bytes.all.current,
-            ),
-            (
-                "inactive_split",
-                recount.inactive_split.all.current,
-                self.stats.inactive_split.all.current,
-            ),
-            (
-                "inactive_split_bytes",
-                recount.inactive_split_bytes.all.current,
-                self.stats.inactive_split_bytes.all.current,
-            ),
-            (
-                "segment",
-                recount.segment.all.current,
-                self.stats.segment.all.current,
-            ),
-            (
-                "reserved_bytes.all",
-                recount.reserved_bytes.all.current + held as i64,
-                self.stats.reserved_bytes.all.current,
-            ),
-            (
-                "reserved_bytes.large_pool",
-                recount.reserved_bytes.large_pool.current,
-                self.stats.reserved_bytes.large_pool.current,
-            ),
-        ];
-        for (name, counted, kept) in checks {
-            if counted != kept {
-                return Err(format!("{name}: recount {counted}, statistics say {kept}"));
-            }
-        }
-        for (name, counted, kept) in [
-            (
-                "allocated_bytes.small_pool",
-                recount.allocated_bytes.small_pool.current,
-                self.stats.allocated_bytes.small_pool.current,
-            ),
-            (
-                "reserved_bytes.small_pool",
-                recount.reserved_bytes.small_pool.current,
-                self.stats.reserved_bytes.small_pool.current,
-            ),
-        ] {
-            if counted != kept {
-                return Err(format!("{name}: recount {counted}, statistics say {kept}"));
+        // Every stat, all pools together and each pool; held (unmapped) pages are
+        // reserved but in no pool.
+        for ((name, counted), (_, kept)) in recount
+            .named_arrays()
+            .into_iter()
+            .zip(self.stats.named_arrays())
+        {
+            let extra = if name == "reserved_bytes" {
+                held as i64
+            } else {
+                0
+            };
+            for (pool, c, k) in [
+                ("all", counted.all.current + extra, kept.all.current),
+                (
+                    "small_pool",
+                    counted.small_pool.current,
+                    kept.small_pool.current,
+                ),
+                (
+                    "large_pool",
+                    counted.large_pool.current,
+                    kept.large_pool.current,
+                ),
+            ] {
+                if c != k {
+                    return Err(format!("{name}.{pool}: recount {c}, statistics say {k}"));
+                }
             }
         }
         Ok(())

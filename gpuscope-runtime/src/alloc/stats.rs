@@ -208,6 +208,21 @@ impl MemoryStats {
         self.num_stream_syncs = 0;
     }
 
+    /// Every stat array with its PyTorch name.
+    pub(crate) fn named_arrays(&self) -> [(&'static str, &StatArray); 9] {
+        [
+            ("allocation", &self.allocation),
+            ("segment", &self.segment),
+            ("active", &self.active),
+            ("inactive_split", &self.inactive_split),
+            ("allocated_bytes", &self.allocated_bytes),
+            ("reserved_bytes", &self.reserved_bytes),
+            ("active_bytes", &self.active_bytes),
+            ("inactive_split_bytes", &self.inactive_split_bytes),
+            ("requested_bytes", &self.requested_bytes),
+        ]
+    }
+
     fn arrays_mut(&mut self) -> [&mut StatArray; 9] {
         [
             &mut self.allocation,
@@ -226,17 +241,7 @@ impl MemoryStats {
     /// `allocated_bytes.all.peak` or `num_device_alloc`.
     pub fn to_flat(&self) -> Vec<(String, i64)> {
         let mut out = Vec::new();
-        let arrays: [(&str, &StatArray); 9] = [
-            ("allocation", &self.allocation),
-            ("segment", &self.segment),
-            ("active", &self.active),
-            ("inactive_split", &self.inactive_split),
-            ("allocated_bytes", &self.allocated_bytes),
-            ("reserved_bytes", &self.reserved_bytes),
-            ("active_bytes", &self.active_bytes),
-            ("inactive_split_bytes", &self.inactive_split_bytes),
-            ("requested_bytes", &self.requested_bytes),
-        ];
+        let arrays = self.named_arrays();
         let stat = |out: &mut Vec<(String, i64)>, prefix: &str, s: &Stat| {
             for (k, v) in [
                 ("current", s.current),
