@@ -324,20 +324,22 @@ pub(crate) fn transpose(out: &Tensor, a: &Tensor, r: usize, c: usize) -> Result<
     })
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn adamw(
     p: &Tensor,
     g: &Tensor,
     m: &Tensor,
     v: &Tensor,
-    lr: f64,
-    beta1: f64,
-    beta2: f64,
-    eps: f64,
-    weight_decay: f64,
-    bias1: f64,
-    bias2: f64,
+    h: super::AdamWStep,
 ) -> Result<(), TensorError> {
+    let super::AdamWStep {
+        lr,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        bias1,
+        bias2,
+    } = h;
     let n = p.numel() as u64;
     if n == 0 {
         return Ok(());

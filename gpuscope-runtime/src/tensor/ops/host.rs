@@ -568,20 +568,22 @@ pub(crate) unsafe fn transpose(
 ///
 /// # Safety
 /// See the module documentation; the four tensors are distinct.
-#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn adamw(
     p: &Tensor,
     g: &Tensor,
     m: &Tensor,
     v: &Tensor,
-    lr: f64,
-    beta1: f64,
-    beta2: f64,
-    eps: f64,
-    weight_decay: f64,
-    bias1: f64,
-    bias2: f64,
+    h: super::AdamWStep,
 ) -> Result<(), TensorError> {
+    let super::AdamWStep {
+        lr,
+        beta1,
+        beta2,
+        eps,
+        weight_decay,
+        bias1,
+        bias2,
+    } = h;
     with_float!(p.dtype(), T => {
         // SAFETY: four distinct host tensors of one length and type.
         let (p, g, m, v) = unsafe { (slice_mut::<T>(p), slice::<T>(g), slice_mut::<T>(m), slice_mut::<T>(v)) };

@@ -182,34 +182,8 @@ pub(crate) fn adamw_(
     };
     match exec_of("adamw", p)? {
         // SAFETY: four distinct host tensors of one float dtype and shape.
-        Exec::Host => unsafe {
-            host::adamw(
-                p,
-                &g,
-                m,
-                v,
-                h.lr,
-                h.beta1,
-                h.beta2,
-                h.eps,
-                h.weight_decay,
-                h.bias1,
-                h.bias2,
-            )
-        },
+        Exec::Host => unsafe { host::adamw(p, &g, m, v, h) },
         #[cfg(feature = "cuda")]
-        Exec::Cuda => cuda::adamw(
-            p,
-            &g,
-            m,
-            v,
-            h.lr,
-            h.beta1,
-            h.beta2,
-            h.eps,
-            h.weight_decay,
-            h.bias1,
-            h.bias2,
-        ),
+        Exec::Cuda => cuda::adamw(p, &g, m, v, h),
     }
 }
