@@ -272,29 +272,27 @@ impl AllocState {
             }
         }
         let mut chunk_bytes = 0;
+        let mut held_chunks = HashSet::new();
+        for p in &self.free_pages {
+            held_chunks.insert(p.chunk);
+        }
         for (ci, c) in self.chunks.iter().enumerate() {
             let Some(c) = c else { continue };
-            chunk_bytes += c.pages as usize * self.page;
+            chunk_bytes += self.page;
             let mapped = mapped_per_chunk.get(&(ci as u32)).copied().unwrap_or(0);
-            let held = self
-                .free_pages
-                .iter()
-                .filter(|p| p.chunk == ci as u32)
-                .count() as u32;
-            if mapped + held != c.pages || c.unmapped != held {
+            let held = held_chunks.contains(&(ci as u32));
+            if mapped + held as u32 != 1 || c.mapped != (mapped == 1) {
                 return Err(format!(
-                    "chunk {ci}: {} pages, {mapped} mapped, {held} held, counted {} unmapped",
-                    c.pages, c.unmapped
+                    "chunk {ci}: mapped {mapped} times, held: {held}, marked mapped: {}",
+                    c.mapped
                 ));
             }
         }
         if let Some(p) = all_pages.iter().find(|p| {
-            (p.index)
-                >= self
-                    .chunks
-                    .get(p.chunk as usize)
-                    .and_then(Option::as_ref)
-                    .map_or(0, |c| c.pages)
+            self.chunks
+                .get(p.chunk as usize)
+                .and_then(Option::as_ref)
+                .is_none()
         }) {
             return Err(format!("page {p:?} of a missing chunk"));
         }

@@ -106,7 +106,7 @@ impl AllocState {
         }
         for p in &pages {
             if let Some(c) = &mut self.chunks[p.chunk as usize] {
-                c.unmapped -= 1;
+                c.mapped = true;
             }
         }
         let bytes = place.pages * self.page;
@@ -467,8 +467,7 @@ impl AllocState {
         for handle in created {
             let chunk = PhysChunk {
                 handle,
-                pages: 1,
-                unmapped: 1,
+                mapped: false,
             };
             let index = match self.vacant_chunks.pop() {
                 Some(i) => {
@@ -480,10 +479,7 @@ impl AllocState {
                     (self.chunks.len() - 1) as u32
                 }
             };
-            self.free_pages.push(Page {
-                chunk: index,
-                index: 0,
-            });
+            self.free_pages.push(Page { chunk: index });
         }
         // Pages are taken from the end: keep them in creation order.
         let n = self.free_pages.len();
@@ -591,7 +587,7 @@ impl AllocState {
         let unmapped = unsafe { unmap_pages(vm, base + (p0 * page) as u64, p1 - p0, page) };
         for p in &hole {
             if let Some(c) = &mut self.chunks[p.chunk as usize] {
-                c.unmapped += 1;
+                c.mapped = false;
             }
         }
         self.free_pages.extend(hole.iter().rev());
@@ -723,11 +719,7 @@ impl AllocState {
             .chunks
             .iter()
             .enumerate()
-            .filter_map(|(i, c)| {
-                c.as_ref()
-                    .filter(|c| c.unmapped == c.pages)
-                    .map(|_| i as u32)
-            })
+            .filter_map(|(i, c)| c.as_ref().filter(|c| !c.mapped).map(|_| i as u32))
             .collect();
         if releasable.is_empty() {
             return Ok(());
@@ -742,7 +734,7 @@ impl AllocState {
         for i in releasable {
             let c = self.chunks[i as usize].take().expect("chunk exists");
             self.vacant_chunks.push(i);
-            let bytes = c.pages as usize * self.page;
+            let bytes = self.page;
             self.stats.reserved_bytes.sub_unpooled(bytes);
             self.stats.num_device_chunks_released += 1;
             // SAFETY: none of the chunk's pages is mapped.

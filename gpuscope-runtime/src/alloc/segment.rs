@@ -2,33 +2,29 @@
 //!
 //! A segment is either one device allocation (`cudaMalloc`), or, with virtual memory,
 //! a run of physical *pages* mapped back to back inside an address arena (one per
-//! stream and pool), one mapping per page. A page is a granularity-sized piece (2 MiB on current GPUs) of a physical
-//! chunk; a chunk is one device allocation (`cuMemCreate`) of any number of pages.
-//! Because every page is mapped on its own, the whole pages inside any free block can
-//! be unmapped and mapped again behind another segment: memory freed in one shape is
-//! reused in another, whatever its address, without a device allocation.
+//! stream and pool), one mapping per page. A page is a physical chunk of one
+//! granularity (2 MiB on current GPUs), one `cuMemCreate`: CUDA maps a chunk only
+//! whole, so memory that moves on its own is a chunk of its own. Because every page is
+//! mapped on its own, the whole pages inside any free block can be unmapped and mapped
+//! again behind another segment: memory freed in one shape is reused in another,
+//! whatever its address, without a device allocation.
 
 use crate::backend::{BackendError, DeviceAddr, PhysHandle, StreamId, VirtualMemory};
 
 use super::rounding::Pool;
 
-/// A physical chunk of device memory (virtual memory only): one device allocation.
+/// A page's physical chunk of device memory (virtual memory only).
 #[derive(Debug)]
 pub(crate) struct PhysChunk {
     pub handle: PhysHandle,
-    /// Its size in pages.
-    pub pages: u32,
-    /// How many of its pages are not mapped (held in the allocator's free page pool).
-    pub unmapped: u32,
+    /// Whether it is mapped (else held in the allocator's free page pool).
+    pub mapped: bool,
 }
 
-/// One page: a granularity-sized piece of a chunk.
+/// One page: the index of its chunk in the allocator's chunk table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Page {
-    /// Index of the chunk in the allocator's chunk table.
     pub chunk: u32,
-    /// The page's index inside its chunk.
-    pub index: u32,
 }
 
 /// An address reservation for one stream's pool: its segments are the mapped runs
