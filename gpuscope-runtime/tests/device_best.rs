@@ -1,0 +1,48 @@
+//! `Device::best` picks CUDA device 0 when a driver and a GPU are there, else the host,
+//! and says which (and why) through `tracing`.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use gpuscope_runtime::Device;
+use gpuscope_runtime::backend::DeviceKind;
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn best_picks_cuda_when_present_else_host_and_logs_the_choice() {
+    let out = Captured::default();
+    let writer = out.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let device = tracing::subscriber::with_default(subscriber, || Device::best().unwrap());
+    let log = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let cuda_expected =
+        cfg!(feature = "cuda") && gpuscope_runtime::backend::cuda::unavailable_reason().is_none();
+    if cuda_expected {
+        assert_eq!(device.kind(), DeviceKind::Cuda);
+        assert!(log.contains("using CUDA device 0"), "{log}");
+    } else {
+        assert_eq!(device.kind(), DeviceKind::Host);
+        assert!(
+            log.contains("no CUDA device; using the host backend"),
+            "{log}"
+        );
+        assert!(log.contains("reason="), "the log says why: {log}");
+    }
+    assert!(log.contains("gpuscope::device"), "{log}");
+}
