@@ -12,11 +12,11 @@ build_root=$(cat .device-bin/build_root)
 if [[ $build_root != "$root" ]]; then mkdir -p "$(dirname "$build_root")"; ln -sfn "$root" "$build_root"; fi
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$out/gpu.txt"
 
-# 1. Every test binary (CUDA tests run for real here). ui (trybuild) and lint_cli need
+# 1. Every test binary (CUDA tests run for real here). ui (trybuild), lint_cli and replay_cli need
 #    cargo and the build tree, so they run where the code is built.
 for t in .device-bin/tests/*; do
   name=$(basename "$t")
-  [[ $name == ui || $name == lint_cli ]] && continue
+  [[ $name == ui || $name == lint_cli || $name == replay_cli ]] && continue
   echo "== $name"
   "$t" --test-threads=4 2>&1 | grep -E "^test |test result|skipped|panicked|FAILED" || true
 done > "$out/tests.txt" 2>&1
