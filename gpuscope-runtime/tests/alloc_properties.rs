@@ -2,8 +2,9 @@
 //!
 //! Each sequence mixes allocations (1 byte to 64 MiB, skewed toward small sizes and
 //! toward the 1 MiB, 2 MiB and 10 MiB boundaries), frees of random live blocks,
-//! `record_stream` on other streams, synchronisation of streams (the test backend's
-//! events complete only then), `empty_cache` and `reset_peak_stats`. It runs on the
+//! `record_stream` on other streams, synchronisation of streams and
+//! `complete_stream` (the test backend's events complete only then), fences
+//! (`record_fence`), `empty_cache` and `reset_peak_stats`. It runs on the
 //! plain path (`expandable_segments:False`) and on the virtual memory path, under several
 //! configurations. After every operation the test checks, from the outside:
 //!
@@ -17,6 +18,12 @@
 //!   allocator's;
 //! - a block freed after use on another stream is not reused before that stream was
 //!   synchronised, and is reused after it was (at the next allocation);
+//! - no memory is unmapped or freed while work uses it: every block gets pretend work
+//!   launched on it (`TestBackend::launch`) when allocated, when recorded on another
+//!   stream and before it is freed, and the test backend panics if memory goes while
+//!   such work is in flight (not synchronised, and not before a completed fence);
+//! - `record_fence` records an event (counted in `num_fences`) only when no fence of
+//!   the stream is outstanding;
 //! - an out-of-memory error happens only when the device really cannot hold the
 //!   request after every cached byte went back;
 //! - after freeing everything and `empty_cache`, nothing is reserved and the backend
@@ -29,6 +36,8 @@
 //! `PROPTEST_CASES` sets the number of sequences per property (default 16).
 
 use std::collections::BTreeMap;
+use std::mem::ManuallyDrop;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use gpuscope_runtime::alloc::rounding::{
@@ -66,6 +75,10 @@ enum Op {
     RecordStream(Index, u8),
     /// Synchronise stream number `.0` through the backend.
     Sync(u8),
+    /// Mark stream number `.0`'s work complete (test backend; no sync counted).
+    CompleteStream(u8),
+    /// `record_fence` on stream number `.0`.
+    RecordFence(u8),
     EmptyCache,
     ResetPeak,
     /// `set_memory_limit`.
@@ -104,6 +117,8 @@ fn op_strategy(max_size: usize) -> impl Strategy<Value = Op> {
         5 => any::<Index>().prop_map(Op::FreeRealloc),
         8 => (any::<Index>(), 0u8..3).prop_map(|(i, s)| Op::RecordStream(i, s)),
         6 => (0u8..3).prop_map(Op::Sync),
+        4 => (0u8..3).prop_map(Op::CompleteStream),
+        6 => (0u8..3).prop_map(Op::RecordFence),
         2 => Just(Op::EmptyCache),
         2 => Just(Op::ResetPeak),
         1 => prop_oneof![Just(None), ((64usize << 20)..=(1 << 30)).prop_map(Some)].prop_map(Op::SetLimit),
@@ -159,7 +174,11 @@ enum Device {
 }
 
 struct Harness {
-    alloc: CachingAllocator,
+    /// Not dropped after a panic (see `run`): its state may be broken, and its drop
+    /// would panic again.
+    alloc: ManuallyDrop<CachingAllocator>,
+    /// A step panicked.
+    panicked: bool,
     device: Device,
     backend: Arc<dyn Backend>,
     config: AllocConfig,
@@ -173,8 +192,12 @@ struct Harness {
     next_id: u64,
     /// Streams the test synchronised.
     my_syncs: u64,
-    /// Allocator synchronisations seen so far (per stream plus all streams).
+    /// Allocator synchronisations seen so far (per stream plus all streams plus fence
+    /// waits).
     allocator_syncs: u64,
+    /// Streams with a fence the test recorded and knows to be outstanding (not
+    /// synchronised or completed since, and no allocator wait since).
+    fence_open: [bool; 3],
     /// Highest current values seen since the last peak reset, by flat stat name.
     seen_max: BTreeMap<String, i64>,
     ooms: u64,
@@ -182,6 +205,21 @@ struct Harness {
 }
 
 type R<T = ()> = Result<T, TestCaseError>;
+
+/// Waits the allocator made that may have completed events: stream syncs, waits for
+/// all events, fence waits.
+fn allocator_waits(s: &MemoryStats) -> u64 {
+    s.num_stream_syncs + s.num_sync_all_streams + s.num_fence_waits
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if !self.panicked {
+            // SAFETY: dropped once, here; the field is not used after.
+            unsafe { ManuallyDrop::drop(&mut self.alloc) };
+        }
+    }
+}
 
 macro_rules! ensure {
     ($cond:expr, $($fmt:tt)+) => {
@@ -448,7 +486,8 @@ impl Harness {
         vmm: bool,
         capacity: Option<usize>,
     ) -> Harness {
-        let alloc = CachingAllocator::new(backend.clone(), config.clone()).unwrap();
+        let alloc =
+            ManuallyDrop::new(CachingAllocator::new(backend.clone(), config.clone()).unwrap());
         assert_eq!(alloc.uses_virtual_memory(), vmm, "config {config:?}");
         let streams = [
             StreamId::DEFAULT,
@@ -457,6 +496,7 @@ impl Harness {
         ];
         let mut h = Harness {
             alloc,
+            panicked: false,
             device,
             backend,
             config,
@@ -469,6 +509,7 @@ impl Harness {
             next_id: 0,
             my_syncs: 0,
             allocator_syncs: 0,
+            fence_open: [false; 3],
             seen_max: BTreeMap::new(),
             ooms: 0,
             step: 0,
@@ -497,7 +538,27 @@ impl Harness {
 
     // ------------------------------------------------------------------ ops
 
+    /// Runs `ops`, checking after each. A panic (the test backend's checks panic) fails
+    /// the case like any other breach, so that proptest shrinks it.
     fn run(&mut self, ops: &[Op]) -> R {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.run_checked(ops))) {
+            Ok(r) => r,
+            Err(payload) => {
+                self.panicked = true;
+                let msg = payload
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                Err(TestCaseError::fail(format!(
+                    "step {} panicked: {msg}",
+                    self.step
+                )))
+            }
+        }
+    }
+
+    fn run_checked(&mut self, ops: &[Op]) -> R {
         self.check()?;
         for op in ops {
             self.step += 1;
@@ -569,6 +630,15 @@ impl Harness {
                 self.sync(s);
                 Ok(())
             }
+            Op::CompleteStream(s) => {
+                let stream = self.streams[s as usize];
+                if let Some(dev) = self.test_dev() {
+                    dev.complete_stream(stream);
+                    self.work_done(s);
+                }
+                Ok(())
+            }
+            Op::RecordFence(s) => self.record_fence(s),
             Op::EmptyCache => {
                 self.alloc
                     .empty_cache()
@@ -603,8 +673,61 @@ impl Harness {
         }
     }
 
+    /// Pretends work on `block`'s memory is queued on `stream` (test backend).
+    fn launch(&self, block: &RawBlock, stream: StreamId) -> R {
+        if let Some(dev) = self.test_dev() {
+            dev.launch(stream, block.addr(), block.size())
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+        }
+        Ok(())
+    }
+
+    fn record_fence(&mut self, stream_no: u8) -> R {
+        let stream = self.streams[stream_no as usize];
+        let before = self.alloc.stats();
+        let records = self.test_dev().map(|d| d.counters().event_records);
+        let recorded = self
+            .alloc
+            .record_fence(stream)
+            .map_err(|e| TestCaseError::fail(format!("record_fence({stream}): {e}")))?;
+        let after = self.alloc.stats();
+        ensure!(
+            after.num_fences == before.num_fences + recorded as u64,
+            "record_fence({stream}) returned {recorded}, num_fences {} -> {}",
+            before.num_fences,
+            after.num_fences
+        );
+        if let (Some(r0), Some(dev)) = (records, self.test_dev()) {
+            let r1 = dev.counters().event_records;
+            ensure!(
+                r1 == r0 + recorded as u64,
+                "record_fence({stream}) returned {recorded}, the backend recorded {} events",
+                r1 - r0
+            );
+        }
+        if self.manual_events() {
+            let open = &mut self.fence_open[stream_no as usize];
+            ensure!(
+                !(recorded && *open),
+                "record_fence({stream}) recorded a fence while the previous one is outstanding"
+            );
+            *open |= recorded;
+        }
+        Ok(())
+    }
+
+    /// The test synchronised or completed stream number `stream_no`.
+    fn work_done(&mut self, stream_no: u8) {
+        let stream = self.streams[stream_no as usize];
+        self.fence_open[stream_no as usize] = false;
+        for p in &mut self.pending {
+            p.unsynced.retain(|&x| x != stream);
+        }
+    }
+
     fn record(&mut self, live_index: usize, stream_no: u8) -> R {
         let stream = self.streams[stream_no as usize];
+        self.launch(&self.live[live_index].block, stream)?;
         let l = &mut self.live[live_index];
         self.alloc
             .record_stream(&l.block, stream)
@@ -619,9 +742,7 @@ impl Harness {
         let stream = self.streams[stream_no as usize];
         self.backend.synchronize_stream(stream).unwrap();
         self.my_syncs += 1;
-        for p in &mut self.pending {
-            p.unsynced.retain(|&x| x != stream);
-        }
+        self.work_done(stream_no);
     }
 
     fn allocate(&mut self, size: usize, stream: StreamId) -> R {
@@ -636,11 +757,9 @@ impl Harness {
             .collect();
         let result = self.alloc.allocate(size, stream);
         let after = self.alloc.stats();
-        if after.num_stream_syncs + after.num_sync_all_streams
-            != before.num_stream_syncs + before.num_sync_all_streams
-        {
-            // The allocator waited for streams itself (garbage collection, reclaiming
-            // pages, the out-of-memory path): pending blocks may be free now.
+        if allocator_waits(&after) != allocator_waits(&before) {
+            // The allocator waited for streams or fences itself (garbage collection,
+            // reclaiming pages, the out-of-memory path): pending blocks may be free now.
             for p in &mut self.pending {
                 p.allocator_synced = true;
             }
@@ -717,6 +836,7 @@ impl Harness {
                     Device::Test(_) => None,
                 };
                 self.next_id += 1;
+                self.launch(&block, stream)?;
                 self.live.push(Live {
                     block,
                     uses: Vec::new(),
@@ -789,6 +909,7 @@ impl Harness {
         let addr = l.block.addr().0;
         let snap = self.alloc.snapshot();
         let size = locate(&snap).get(&addr).map(|(b, _)| b.size).unwrap_or(0);
+        self.launch(&l.block, l.block.stream())?;
         self.alloc
             .free(l.block)
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -879,6 +1000,7 @@ impl Harness {
             if let Some(pat) = &l.pattern {
                 self.verify_pattern(&l.block, pat)?;
             }
+            self.launch(&l.block, l.block.stream())?;
             self.alloc
                 .free(l.block)
                 .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -1258,12 +1380,14 @@ impl Harness {
     }
 
     fn check_pending(&mut self, stats: &MemoryStats, snap: &[SegmentInfo]) -> R {
-        let syncs = stats.num_stream_syncs + stats.num_sync_all_streams;
+        let syncs = allocator_waits(stats);
         if syncs != self.allocator_syncs {
             self.allocator_syncs = syncs;
             for p in &mut self.pending {
                 p.allocator_synced = true;
             }
+            // Which stream it waited for is not visible: any fence may have completed.
+            self.fence_open = [false; 3];
         }
         let map = locate(snap);
         for p in &self.pending {

@@ -44,7 +44,10 @@ pub(crate) struct Block {
     pub pending_events: u32,
     /// The block's id in a trace being recorded.
     pub trace_id: u64,
-    /// Allocator tick when the block last became free.
+    /// Allocator tick when the block last became free (0: never used). A free block
+    /// split off another, or merged from several, keeps the newest tick of the memory it
+    /// holds: queued work may use its memory until that tick is covered by a completed
+    /// fence or a stream sync (see `fences`).
     pub freed_at: u64,
     /// Other streams the block was used on (`record_stream`).
     pub stream_uses: Vec<StreamId>,

@@ -160,6 +160,58 @@ impl CachingAllocator {
             .record_stream(block.index, block.generation, stream)
     }
 
+    /// Records a fence on `stream`: an event after all work queued on it so far. Memory
+    /// of `stream` freed before the fence may be given to other streams (remapped pages,
+    /// released segments) once the event completes, without waiting for the stream.
+    ///
+    /// Returns `Ok(true)` when an event was recorded; `Ok(false)` when none was needed
+    /// (nothing freed on `stream` since its last fence) or the stream's previous fence
+    /// has not completed yet (at most one outstanding fence per stream is kept; a later
+    /// fence covers the frees). Fails on a stream the backend does not have, or when the
+    /// backend cannot create or record the event.
+    ///
+    /// Whenever free memory of a stream goes away (pages reclaimed for another request,
+    /// `empty_cache`, garbage collection, the out-of-memory path), the allocator waits
+    /// for nothing if a completed fence came after the memory was freed, for the
+    /// outstanding fence's event if that came after, and for the whole stream otherwise;
+    /// [`MemoryStats::num_fences`], [`MemoryStats::num_fence_waits`] and
+    /// [`MemoryStats::num_stream_syncs`] count them. Fences are only queried there,
+    /// never on `allocate` or `free`.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use gpuscope_runtime::alloc::CachingAllocator;
+    /// use gpuscope_runtime::backend::test::{EventMode, TestBackend};
+    /// use gpuscope_runtime::backend::{Backend, StreamId};
+    ///
+    /// // Virtual memory, and events that complete only when the test says so.
+    /// let dev = Arc::new(
+    ///     TestBackend::builder()
+    ///         .virtual_memory(2 << 20)
+    ///         .event_mode(EventMode::Manual)
+    ///         .build(),
+    /// );
+    /// let alloc = CachingAllocator::new(dev.clone(), "memory_limit_mb:8".parse().unwrap()).unwrap();
+    /// let (a, b) = (StreamId::DEFAULT, dev.create_stream().unwrap());
+    ///
+    /// let x = alloc.allocate(8 << 20, a).unwrap();
+    /// alloc.free(x).unwrap(); // work queued on `a` may still use the memory
+    /// assert!(alloc.record_fence(a).unwrap()); // e.g. at scope exit
+    /// assert!(!alloc.record_fence(a).unwrap()); // nothing freed since
+    /// dev.complete_stream(a); // the fence's event completes
+    ///
+    /// // The cap leaves no room to grow: `b` takes the pages `a` freed, without
+    /// // synchronising `a`.
+    /// let y = alloc.allocate(8 << 20, b).unwrap();
+    /// assert_eq!(dev.counters().stream_syncs, 0);
+    /// let s = alloc.stats();
+    /// assert_eq!((s.num_fences, s.num_fence_waits, s.num_stream_syncs), (1, 0, 0));
+    /// alloc.free(y).unwrap();
+    /// ```
+    pub fn record_fence(&self, stream: StreamId) -> Result<bool, AllocError> {
+        self.lock().record_fence(stream)
+    }
+
     /// Returns every unused cached segment to the device (after waiting for the
     /// streams that last used them).
     pub fn empty_cache(&self) -> Result<(), AllocError> {

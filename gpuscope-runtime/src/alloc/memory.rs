@@ -3,6 +3,9 @@
 //! Without virtual memory a segment is one device allocation, sized as PyTorch sizes
 //! it, and only whole free segments go back (on `empty_cache`, or when the device
 //! refuses an allocation). With virtual memory the work is done by `pages`.
+//!
+//! Free memory of a stream is given back only once no queued work uses it:
+//! `wait_freed` (see `fences`) waits for nothing, a fence, or the stream, by block.
 
 use crate::backend::{BackendError, DeviceAddr, StreamId};
 
@@ -218,9 +221,11 @@ impl AllocState {
     }
 
     /// Waits for `stream`'s queued work, so its free memory can be unmapped or freed.
+    /// Everything freed on it so far is then idle (its fences included).
     pub(super) fn sync_stream(&mut self, stream: StreamId) -> Result<(), BackendError> {
         self.backend.synchronize_stream(stream)?;
         self.stats.num_stream_syncs += 1;
+        self.fences.synced(stream, self.tick);
         Ok(())
     }
 
@@ -242,7 +247,17 @@ impl AllocState {
             .collect()
     }
 
-    /// Returns a whole free plain segment to the device (its stream synchronised).
+    /// When the memory of whole free segment `seg` was last freed.
+    fn segment_freed_at(&self, seg: u32) -> u64 {
+        let head = self.segments[seg as usize]
+            .as_ref()
+            .expect("segment exists")
+            .head;
+        self.slab.get(head).freed_at
+    }
+
+    /// Returns a whole free plain segment to the device (the caller waited until no
+    /// queued work uses it: `wait_freed`).
     fn release_device_segment(&mut self, seg_index: u32) -> Result<(), BackendError> {
         let head = self.segments[seg_index as usize]
             .as_ref()
@@ -253,7 +268,7 @@ impl AllocState {
         self.slab.remove(head);
         self.stats.reserved_bytes.sub(seg.pool, seg.size);
         self.stats.num_device_free += 1;
-        // SAFETY: the segment is free and its stream was synchronised by the caller.
+        // SAFETY: the segment is free and the caller waited for the work that used it.
         unsafe { self.backend.free(DeviceAddr(seg.base), seg.size) }
     }
 
@@ -264,12 +279,9 @@ impl AllocState {
         if self.vmm {
             return self.release_free_pages();
         }
-        let mut synced: Vec<StreamId> = Vec::new();
+        // A stream is synchronised at most once: the sync covers all its frees so far.
         for (seg, stream, _) in self.free_segments() {
-            if !synced.contains(&stream) {
-                self.sync_stream(stream)?;
-                synced.push(stream);
-            }
+            self.wait_freed(stream, self.segment_freed_at(seg))?;
             self.release_device_segment(seg)?;
         }
         Ok(())
@@ -295,7 +307,7 @@ impl AllocState {
             if self.reserved() + incoming <= target {
                 break;
             }
-            self.sync_stream(stream)?;
+            self.wait_freed(stream, self.segment_freed_at(seg))?;
             if self.vmm {
                 self.release_segment_pages(seg)?;
             } else {

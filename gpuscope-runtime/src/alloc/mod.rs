@@ -9,6 +9,9 @@
 //! - `free_index`: segregated free lists with bitmaps, for best fit in O(1).
 //! - `block`, `segment`: the block slab; segments, and the chunks and pages behind them.
 //! - `events`: cross-stream frees waiting for events.
+//! - `fences`: stream fences ([`CachingAllocator::record_fence`]) and what free memory
+//!   of a stream waits for (nothing, a fence's event, or the stream) before it is
+//!   unmapped or released for other streams.
 //! - [`config`]: `GPUSCOPE_ALLOC_CONF` parsing.
 //! - [`stats`], `summary`, [`snapshot`]: statistics, the summary table, segment pictures.
 //! - [`oom`]: errors and the out-of-memory report.
@@ -23,6 +26,7 @@ mod block;
 pub mod caching;
 pub mod config;
 mod events;
+mod fences;
 mod free_index;
 mod inspect;
 mod memory;

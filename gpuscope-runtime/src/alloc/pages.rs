@@ -9,9 +9,10 @@
 //! plus as little as possible.
 //!
 //! The pages come from, in order: pages held unmapped; whole pages inside free blocks
-//! anywhere (their stream synchronised once, the pages unmapped, their segment split
-//! around the hole); and last a new physical chunk, the only step that grows reserved
-//! memory and the only device allocation.
+//! anywhere (once no queued work uses them: after a completed fence of their stream, a
+//! wait on its outstanding fence, or else a sync of the stream, see `fences`; then the
+//! pages are unmapped and their segment split around the hole); and last a new physical
+//! chunk, the only step that grows reserved memory and the only device allocation.
 
 use crate::backend::{BackendError, DeviceAddr, StreamId};
 
@@ -391,13 +392,15 @@ impl AllocState {
             cur = b.next;
         }
         if tail_free && head_free {
-            let (size, next) = {
+            let (size, next, freed_at) = {
                 let h = self.slab.get(head);
-                (h.size, h.next)
+                (h.size, h.next, h.freed_at)
             };
             let t = self.slab.get_mut(tail);
             t.size += size;
             t.next = next;
+            // The merged block holds memory freed at both ticks: keep the newer.
+            t.freed_at = t.freed_at.max(freed_at);
             if next != NIL {
                 self.slab.get_mut(next).prev = tail;
             }
@@ -534,11 +537,12 @@ impl AllocState {
         self.unmap_from(&order, need)
     }
 
-    /// Unmaps whole pages inside the free blocks `blocks`, in order (synchronising each
-    /// stream once), until at least `want` pages are held. From a block with more whole
-    /// pages than still wanted, only its last pages are taken.
+    /// Unmaps whole pages inside the free blocks `blocks`, in order, until at least
+    /// `want` pages are held, each block once no queued work uses it (`wait_freed`: no
+    /// wait after a completed fence, a wait on the stream's fence, or a stream sync, at
+    /// most once per stream). From a block with more whole pages than still wanted,
+    /// only its last pages are taken.
     fn unmap_from(&mut self, blocks: &[u32], want: usize) -> Result<(), BackendError> {
-        let mut synced: Vec<StreamId> = Vec::new();
         for &b in blocks {
             let held = self.free_pages.len();
             if held >= want {
@@ -550,11 +554,11 @@ impl AllocState {
             let Some((p0, p1)) = self.interior_pages(b) else {
                 continue;
             };
-            let stream = self.slab.get(b).stream;
-            if !synced.contains(&stream) {
-                self.sync_stream(stream)?;
-                synced.push(stream);
-            }
+            let (stream, freed_at) = {
+                let block = self.slab.get(b);
+                (block.stream, block.freed_at)
+            };
+            self.wait_freed(stream, freed_at)?;
             let take = (p1 - p0).min(want - held);
             self.carve(b, p1 - take, p1)?;
         }
@@ -562,12 +566,15 @@ impl AllocState {
     }
 
     /// Unmaps pages `p0..p1` of free block `index`'s segment, which lie inside the block
-    /// (its stream already synchronised), splitting the segment around the hole.
+    /// (the caller waited until no queued work uses it), splitting the segment around
+    /// the hole.
     fn carve(&mut self, index: u32, p0: usize, p1: usize) -> Result<(), BackendError> {
         let page = self.page;
-        let (addr, size, seg_index, prev, next, stream, pool) = {
+        let (addr, size, seg_index, prev, next, stream, pool, freed_at) = {
             let b = self.slab.get(index);
-            (b.addr, b.size, b.segment, b.prev, b.next, b.stream, b.pool)
+            (
+                b.addr, b.size, b.segment, b.prev, b.next, b.stream, b.pool, b.freed_at,
+            )
         };
         self.unindex_free(index);
         let old = self.remove_segment(seg_index);
@@ -583,7 +590,8 @@ impl AllocState {
             .backend
             .virtual_memory()
             .expect("virtual memory backend");
-        // SAFETY: the pages lie inside a free block whose stream the caller synchronised.
+        // SAFETY: the pages lie inside a free block no queued work uses (the caller
+        // waited for it).
         let unmapped = unsafe { unmap_pages(vm, base + (p0 * page) as u64, p1 - p0, page) };
         for p in &hole {
             if let Some(c) = &mut self.chunks[p.chunk as usize] {
@@ -644,6 +652,7 @@ impl AllocState {
                 let b = self.slab.get_mut(r);
                 b.prev = NIL;
                 b.next = next;
+                b.freed_at = freed_at;
                 if next != NIL {
                     self.slab.get_mut(next).prev = r;
                 }
@@ -700,8 +709,8 @@ impl AllocState {
         self.release_unmapped_chunks()
     }
 
-    /// Unmaps a whole free segment's pages (its stream synchronised) and releases the
-    /// chunks that leaves with no page mapped.
+    /// Unmaps a whole free segment's pages (the caller waited until no queued work uses
+    /// them) and releases the chunks that leaves with no page mapped.
     pub(super) fn release_segment_pages(&mut self, seg: u32) -> Result<(), BackendError> {
         let head = self.segments[seg as usize]
             .as_ref()

@@ -5,9 +5,13 @@
 //!   free block of the stream's pool and split it; when none fits, grow (see
 //!   `memory`).
 //! * free: a block other streams used waits for events recorded on those streams; any
-//!   other merges with its free neighbours at once and returns to its pool.
+//!   other merges with its free neighbours at once and returns to its pool. Every free
+//!   stamps the block (`freed_at`) and its stream (for fences) with a new tick.
 //!
 //! Segment and page management lives in `memory`, reports and checks in `inspect`.
+//! Free memory goes to other streams (pages unmapped, segments released) only once no
+//! queued work uses it: `fences` decides, from the block's `freed_at` and the stream's
+//! fences, whether that needs no wait, a wait on a fence event, or a stream sync.
 
 use std::sync::Arc;
 
@@ -17,6 +21,7 @@ use crate::trace::TraceOp;
 use super::block::{BlockSlab, BlockState, NIL};
 use super::config::AllocConfig;
 use super::events::PendingFrees;
+use super::fences::Fences;
 use super::free_index::FreeIndex;
 use super::oom::AllocError;
 use super::rounding::{Pool, ROUND_LARGE, round_size, should_split};
@@ -50,6 +55,8 @@ pub(crate) struct AllocState {
     pub(super) arenas: Vec<Arena>,
     pub(super) arena_lists: Vec<[Vec<u32>; 2]>,
     pub(super) pending: PendingFrees,
+    /// Stream fences (`record_fence`).
+    pub(super) fences: Fences,
     pub stats: MemoryStats,
     pub(super) limit: Option<(usize, String)>,
     pub(super) total_memory: usize,
@@ -85,6 +92,7 @@ impl AllocState {
             arenas: Vec::new(),
             arena_lists: Vec::new(),
             pending: PendingFrees::default(),
+            fences: Fences::default(),
             stats: MemoryStats::default(),
             limit: None,
             total_memory,
@@ -149,7 +157,7 @@ impl AllocState {
 
     /// Refuses a stream the backend never created (checked once per stream).
     #[inline]
-    fn check_stream(&mut self, stream: StreamId) -> Result<(), AllocError> {
+    pub(super) fn check_stream(&mut self, stream: StreamId) -> Result<(), AllocError> {
         if self
             .known_streams
             .get(stream.index())
@@ -223,9 +231,9 @@ impl AllocState {
             self.stats.inactive_split_bytes.sub(pool, size);
         }
         if should_split(pool, size, rounded, &self.config, self.vmm) {
-            let (addr, segment, next) = {
+            let (addr, segment, next, freed_at) = {
                 let b = self.slab.get(index);
-                (b.addr, b.segment, b.next)
+                (b.addr, b.segment, b.next, b.freed_at)
             };
             let rest =
                 self.slab
@@ -234,6 +242,8 @@ impl AllocState {
                 let r = self.slab.get_mut(rest);
                 r.prev = index;
                 r.next = next;
+                // The rest was freed when the block was: fences and syncs go by it.
+                r.freed_at = freed_at;
             }
             if next != NIL {
                 self.slab.get_mut(next).prev = rest;
@@ -368,6 +378,7 @@ impl AllocState {
         }
         self.tick += 1;
         self.slab.get_mut(index).freed_at = self.tick;
+        self.fences.note_free(stream, self.tick);
         if let Some(seg) = &mut self.segments[segment as usize] {
             seg.last_used = self.tick;
         }
@@ -445,6 +456,7 @@ impl AllocState {
         let _ = self.empty_cache();
         self.release_empty_arenas();
         self.pending.destroy_idle(&*self.backend);
+        self.fences.destroy(&*self.backend);
         self.stats.allocation.all.current as usize
     }
 }

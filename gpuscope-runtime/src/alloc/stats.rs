@@ -173,8 +173,14 @@ pub struct MemoryStats {
     pub num_device_map: u64,
     /// Chunks unmapped from address ranges to be reused elsewhere (virtual memory only).
     pub num_device_unmap: u64,
-    /// Times one stream was synchronised before its free memory was unmapped or freed.
+    /// Times one stream was synchronised before its free memory was unmapped or freed
+    /// (no fence covered the memory).
     pub num_stream_syncs: u64,
+    /// Fences recorded on streams (`record_fence`, at scope exit).
+    pub num_fences: u64,
+    /// Times the allocator waited for a fence's event (rather than the whole stream)
+    /// before free memory of the stream was unmapped or freed.
+    pub num_fence_waits: u64,
 }
 
 impl MemoryStats {
@@ -206,6 +212,8 @@ impl MemoryStats {
         self.num_device_map = 0;
         self.num_device_unmap = 0;
         self.num_stream_syncs = 0;
+        self.num_fences = 0;
+        self.num_fence_waits = 0;
     }
 
     /// Every stat array with its PyTorch name.
@@ -277,6 +285,8 @@ impl MemoryStats {
             ("num_device_map", self.num_device_map),
             ("num_device_unmap", self.num_device_unmap),
             ("num_stream_syncs", self.num_stream_syncs),
+            ("num_fences", self.num_fences),
+            ("num_fence_waits", self.num_fence_waits),
         ] {
             out.push((k.to_string(), v as i64));
         }
@@ -303,6 +313,8 @@ mod tests {
         let mut s = MemoryStats {
             allocated_bytes: a,
             num_device_alloc: 3,
+            num_fences: 2,
+            num_fence_waits: 1,
             ..Default::default()
         };
         s.reset_peak();
@@ -310,9 +322,13 @@ mod tests {
         s.reset_accumulated();
         assert_eq!(s.allocated_bytes.all.allocated, 0);
         assert_eq!(s.num_device_alloc, 0);
+        assert_eq!((s.num_fences, s.num_fence_waits), (0, 0));
         assert_eq!(s.allocated_bytes.all.current, 5);
         let flat = s.to_flat();
         assert!(flat.contains(&("allocated_bytes.all.current".to_string(), 5)));
         assert!(flat.iter().any(|(k, _)| k == "num_sync_all_streams"));
+        for key in ["num_stream_syncs", "num_fences", "num_fence_waits"] {
+            assert!(flat.iter().any(|(k, _)| k == key), "{key} missing");
+        }
     }
 }

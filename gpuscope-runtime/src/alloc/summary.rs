@@ -72,6 +72,13 @@ pub(crate) fn render(device: &str, s: &MemoryStats, config: &AllocConfig) -> Str
             s.num_device_map, s.num_device_unmap, s.num_stream_syncs, s.num_sync_all_streams
         ),
     );
+    centered(
+        &mut out,
+        &format!(
+            "fences: {:<6} fence waits: {:<6}",
+            s.num_fences, s.num_fence_waits
+        ),
+    );
     rule(&mut out, '=');
     let _ = writeln!(
         out,
@@ -146,5 +153,6 @@ mod tests {
         }
         assert!(text.contains("Allocated memory"));
         assert!(text.contains("from small pool"));
+        assert!(text.contains("fences: 0") && text.contains("fence waits: 0"));
     }
 }

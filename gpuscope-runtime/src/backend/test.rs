@@ -4,6 +4,8 @@
 //! It also checks its caller: a free of an address it never gave out, a mapping that
 //! overlaps another, or an unmap of memory that is not mapped panics with a message,
 //! so an allocator bug shows up as a failing test rather than as silent corruption.
+//! A test can also [`launch`](TestBackend::launch) pretend work on memory: freeing or
+//! unmapping that memory before the work completed panics too.
 //! It never touches memory, so it can "hold" terabytes; copies are refused.
 //!
 //! ```
@@ -122,6 +124,15 @@ struct StreamState {
     completed: u64,
 }
 
+/// Pretend work queued on a stream (see [`TestBackend::launch`]).
+#[derive(Debug)]
+struct Work {
+    start: u64,
+    end: u64,
+    stream: usize,
+    seq: u64,
+}
+
 #[derive(Default, Debug)]
 struct State {
     used: usize,
@@ -141,6 +152,8 @@ struct State {
     fail_every: Option<u64>,
     fail_at: HashSet<u64>,
     counters: Counters,
+    /// Launched work not known complete.
+    in_flight: Vec<Work>,
 }
 
 impl State {
@@ -174,6 +187,43 @@ impl State {
                 what: "stream",
                 detail: format!("{stream} was never created on the test backend"),
             })
+        }
+    }
+
+    /// Whether `[start, end)` is inside one allocation, or mapped throughout.
+    fn backed(&self, start: u64, end: u64) -> bool {
+        if let Some((&a, &s)) = self.allocations.range(..=start).next_back() {
+            if end <= a + s as u64 {
+                return true;
+            }
+        }
+        let mut cur = start;
+        while cur < end {
+            match self.mappings.range(..=cur).next_back() {
+                Some((&m, &(ms, _))) if cur < m + ms as u64 => cur = m + ms as u64,
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Panics if launched work that has not completed uses memory in `[start, end)`.
+    fn check_idle(&mut self, start: u64, end: u64, what: &str) {
+        let streams = &self.streams;
+        self.in_flight
+            .retain(|w| w.seq > streams[w.stream].completed);
+        if let Some(w) = self
+            .in_flight
+            .iter()
+            .find(|w| w.start < end && start < w.end)
+        {
+            panic!(
+                "test backend: {what} of {start:#x} (+{}) while work queued on stream {} still uses {:#x} (+{})",
+                end - start,
+                w.stream,
+                w.start,
+                w.end - w.start
+            );
         }
     }
 
@@ -233,6 +283,41 @@ impl TestBackend {
         }
     }
 
+    /// Pretends work using `[addr, addr + size)` is queued on `stream` (a kernel
+    /// launch). Until it completes (the stream is synchronised or
+    /// [completed](Self::complete_stream), or an event recorded on the stream after it
+    /// is waited for), freeing or unmapping any of that memory panics. In
+    /// [`EventMode::Immediate`] it completes at once.
+    ///
+    /// Panics if the memory is not allocated or mapped now (the kernel would fault).
+    pub fn launch(
+        &self,
+        stream: StreamId,
+        addr: DeviceAddr,
+        size: usize,
+    ) -> Result<(), BackendError> {
+        let mut st = self.state();
+        let i = st.stream(stream)?;
+        let (start, end) = (addr.0, addr.0 + size as u64);
+        assert!(
+            st.backed(start, end),
+            "test backend: work launched on {addr} (+{size}), which is not allocated or mapped"
+        );
+        st.streams[i].issued += 1;
+        let seq = st.streams[i].issued;
+        if st.event_mode == EventMode::Immediate {
+            st.streams[i].completed = seq;
+            return Ok(());
+        }
+        st.in_flight.push(Work {
+            start,
+            end,
+            stream: i,
+            seq,
+        });
+        Ok(())
+    }
+
     /// Changes fault injection: every `n`-th allocation attempt from now on fails
     /// (`None` turns it off).
     pub fn set_fail_every(&self, n: Option<u64>) {
@@ -275,6 +360,7 @@ impl Backend for TestBackend {
 
     unsafe fn free(&self, addr: DeviceAddr, size: usize) -> Result<(), BackendError> {
         let mut st = self.state();
+        st.check_idle(addr.0, addr.0 + size as u64, "free");
         match st.allocations.remove(&addr.0) {
             Some(s) if s == size => {
                 st.used -= size;
@@ -545,6 +631,7 @@ impl VirtualMemory for TestBackend {
 
     unsafe fn unmap(&self, addr: DeviceAddr, size: usize) -> Result<(), BackendError> {
         let mut st = self.state();
+        st.check_idle(addr.0, addr.0 + size as u64, "unmap");
         let Some((ms, chunk)) = st.mappings.remove(&addr.0) else {
             panic!("test backend: unmap of {addr}, where nothing is mapped");
         };
@@ -580,6 +667,58 @@ mod tests {
         );
         dev.synchronize_stream(s).unwrap();
         assert!(dev.query_event(e).unwrap());
+    }
+
+    #[test]
+    fn launched_work_completes_with_its_stream_or_a_later_event() {
+        let dev = TestBackend::builder()
+            .virtual_memory(2 << 20)
+            .event_mode(EventMode::Manual)
+            .build();
+        let s = dev.create_stream().unwrap();
+        let a = dev.malloc(4 << 20).unwrap();
+        dev.launch(s, a, 1 << 20).unwrap();
+        let e = dev.create_event().unwrap();
+        dev.record_event(e, s).unwrap();
+        dev.launch(s, a.offset(2 << 20), 1 << 20).unwrap();
+        dev.synchronize_event(e).unwrap();
+        {
+            let mut st = dev.state();
+            st.check_idle(a.0, a.0 + (2 << 20), "check");
+        }
+        let late = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            dev.state().check_idle(a.0, a.0 + (4 << 20), "check");
+        }));
+        assert!(
+            late.is_err(),
+            "work launched after the event is still in flight"
+        );
+        dev.complete_stream(s);
+        unsafe { dev.free(a, 4 << 20).unwrap() };
+    }
+
+    #[test]
+    #[should_panic(expected = "still uses")]
+    fn unmapping_memory_in_use_panics() {
+        let dev = TestBackend::builder()
+            .virtual_memory(2 << 20)
+            .event_mode(EventMode::Manual)
+            .build();
+        let vm = dev.virtual_memory().unwrap();
+        let va = vm.reserve_address(4 << 20).unwrap();
+        let c = vm.create_chunk(2 << 20).unwrap();
+        unsafe { vm.map(va, 2 << 20, c).unwrap() };
+        dev.launch(StreamId::DEFAULT, va.offset(4096), 512).unwrap();
+        unsafe { vm.unmap(va, 2 << 20).unwrap() };
+    }
+
+    #[test]
+    #[should_panic(expected = "not allocated or mapped")]
+    fn work_on_unmapped_memory_panics() {
+        let dev = TestBackend::builder().virtual_memory(2 << 20).build();
+        let vm = dev.virtual_memory().unwrap();
+        let va = vm.reserve_address(4 << 20).unwrap();
+        dev.launch(StreamId::DEFAULT, va, 512).unwrap();
     }
 
     #[test]

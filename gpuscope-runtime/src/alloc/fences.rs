@@ -1,0 +1,301 @@
+//! Stream fences: how long free memory of a stream must wait before it is unmapped,
+//! released, or remapped for another stream.
+//!
+//! A fence is an event recorded on a stream after all the work queued on it so far
+//! ([`CachingAllocator::record_fence`](super::CachingAllocator::record_fence), called by
+//! scopes at exit). Every free stamps its block with the allocator's tick; a fence
+//! stores the tick at which it was recorded. Per stream this module keeps:
+//!
+//! - `last_freed`: the tick of the stream's last free (so that a fence with nothing to
+//!   cover is not recorded);
+//! - at most one outstanding fence (its tick; the stream's one event, recorded again
+//!   for each fence and destroyed with the allocator);
+//! - `completed`: the newest tick known to be complete on the stream: the tick of the
+//!   newest fence seen complete, or the tick at which the allocator synchronised the
+//!   stream.
+//!
+//! Before memory freed at tick `t` goes away, [`Fences::cover`] says what to wait for:
+//! nothing when `t <= completed`; the outstanding fence's event when `t <= its tick`
+//! (which waits only for the work queued up to the fence, not for later work); else the
+//! whole stream. Events are queried (without blocking) only there and in
+//! `record_fence`, on the paths that give memory away, never on malloc or free.
+
+use crate::backend::{Backend, BackendError, EventId, StreamId};
+
+use super::oom::AllocError;
+use super::state::AllocState;
+
+/// What memory of a stream freed at some tick must wait for before it is given away.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Cover {
+    /// Nothing: a completed fence (or a synchronisation) came after the free.
+    Done,
+    /// The stream's outstanding fence, recorded after the free.
+    Fence,
+    /// The whole stream: no fence came after the free.
+    Stream,
+}
+
+/// One stream's fence state.
+#[derive(Debug, Default)]
+struct StreamFence {
+    /// The stream's fence event, created at its first fence.
+    event: Option<EventId>,
+    /// The tick of the outstanding fence, if one is.
+    outstanding: Option<u64>,
+    /// The newest tick known complete on the stream.
+    completed: u64,
+    /// The tick of the stream's last free.
+    last_freed: u64,
+}
+
+/// Fence state of every stream. See the [module documentation](self).
+#[derive(Debug, Default)]
+pub(crate) struct Fences {
+    streams: Vec<StreamFence>,
+}
+
+impl Fences {
+    fn stream_mut(&mut self, stream: StreamId) -> &mut StreamFence {
+        let i = stream.index();
+        if self.streams.len() <= i {
+            self.streams.resize_with(i + 1, StreamFence::default);
+        }
+        &mut self.streams[i]
+    }
+
+    /// Notes a free on `stream` at `tick` (the free path: one store).
+    #[inline]
+    pub fn note_free(&mut self, stream: StreamId, tick: u64) {
+        match self.streams.get_mut(stream.index()) {
+            Some(s) => s.last_freed = tick,
+            None => self.stream_mut(stream).last_freed = tick,
+        }
+    }
+
+    /// Marks the outstanding fence complete if its event has completed (non-blocking).
+    fn poll(s: &mut StreamFence, backend: &dyn Backend) -> Result<(), BackendError> {
+        if let (Some(tick), Some(event)) = (s.outstanding, s.event) {
+            if backend.query_event(event)? {
+                s.completed = s.completed.max(tick);
+                s.outstanding = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records a fence on `stream` at `tick` when one is useful: something was freed on
+    /// the stream since its newest fence, and no fence is outstanding. Returns whether
+    /// an event was recorded.
+    pub fn record(
+        &mut self,
+        backend: &dyn Backend,
+        stream: StreamId,
+        tick: u64,
+    ) -> Result<bool, BackendError> {
+        let s = self.stream_mut(stream);
+        Self::poll(s, backend)?;
+        if s.outstanding.is_some() || s.last_freed <= s.completed {
+            return Ok(false);
+        }
+        let event = match s.event {
+            Some(e) => e,
+            None => {
+                let e = backend.create_event()?;
+                s.event = Some(e);
+                e
+            }
+        };
+        // On failure nothing is outstanding; the event stays for the next fence.
+        backend.record_event(event, stream)?;
+        s.outstanding = Some(tick);
+        Ok(true)
+    }
+
+    /// What memory of `stream` freed at `freed_at` must wait for (queries the
+    /// outstanding fence when that decides it).
+    pub fn cover(
+        &mut self,
+        backend: &dyn Backend,
+        stream: StreamId,
+        freed_at: u64,
+    ) -> Result<Cover, BackendError> {
+        let Some(s) = self.streams.get_mut(stream.index()) else {
+            // No fence and no synchronisation yet: only never-used memory (freed_at 0)
+            // is known idle.
+            return Ok(if freed_at == 0 {
+                Cover::Done
+            } else {
+                Cover::Stream
+            });
+        };
+        if freed_at <= s.completed {
+            return Ok(Cover::Done);
+        }
+        match s.outstanding {
+            Some(tick) if freed_at <= tick => {
+                Self::poll(s, backend)?;
+                Ok(if s.outstanding.is_none() {
+                    Cover::Done
+                } else {
+                    Cover::Fence
+                })
+            }
+            _ => Ok(Cover::Stream),
+        }
+    }
+
+    /// Waits for `stream`'s outstanding fence (blocking, up to the fence only) and
+    /// marks it complete. Nothing to do without one.
+    pub fn wait(&mut self, backend: &dyn Backend, stream: StreamId) -> Result<(), BackendError> {
+        let Some(s) = self.streams.get_mut(stream.index()) else {
+            return Ok(());
+        };
+        if let (Some(tick), Some(event)) = (s.outstanding, s.event) {
+            backend.synchronize_event(event)?;
+            s.completed = s.completed.max(tick);
+            s.outstanding = None;
+        }
+        Ok(())
+    }
+
+    /// `stream` was synchronised at `tick`: everything freed on it so far is idle, and
+    /// its outstanding fence (recorded before) has completed.
+    pub fn synced(&mut self, stream: StreamId, tick: u64) {
+        let s = self.stream_mut(stream);
+        s.completed = s.completed.max(tick);
+        s.outstanding = None;
+    }
+
+    /// Whether `stream` has a fence outstanding (as last seen; not queried).
+    #[cfg(test)]
+    pub fn is_outstanding(&self, stream: StreamId) -> bool {
+        self.streams
+            .get(stream.index())
+            .is_some_and(|s| s.outstanding.is_some())
+    }
+
+    /// Destroys the fence events (when the allocator is dropped).
+    pub fn destroy(&mut self, backend: &dyn Backend) {
+        for s in &mut self.streams {
+            if let Some(e) = s.event.take() {
+                let _ = backend.destroy_event(e);
+            }
+            s.outstanding = None;
+        }
+    }
+}
+
+impl AllocState {
+    /// Records a fence on `stream` (see [`Fences::record`]).
+    pub fn record_fence(&mut self, stream: StreamId) -> Result<bool, AllocError> {
+        self.check_stream(stream)?;
+        let recorded = self.fences.record(&*self.backend, stream, self.tick)?;
+        if recorded {
+            self.stats.num_fences += 1;
+        }
+        Ok(recorded)
+    }
+
+    /// Waits until no queued work uses memory of `stream` freed at tick `freed_at`, so
+    /// that it can be unmapped or freed: not at all after a completed fence (or
+    /// synchronisation), on the outstanding fence when it came after the free, else on
+    /// the whole stream.
+    pub(super) fn wait_freed(
+        &mut self,
+        stream: StreamId,
+        freed_at: u64,
+    ) -> Result<(), BackendError> {
+        match self.fences.cover(&*self.backend, stream, freed_at)? {
+            Cover::Done => Ok(()),
+            Cover::Fence => {
+                self.fences.wait(&*self.backend, stream)?;
+                self.stats.num_fence_waits += 1;
+                Ok(())
+            }
+            Cover::Stream => self.sync_stream(stream),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::test::{EventMode, TestBackend};
+
+    fn manual() -> (TestBackend, StreamId) {
+        let dev = TestBackend::builder().event_mode(EventMode::Manual).build();
+        let s = dev.create_stream().unwrap();
+        (dev, s)
+    }
+
+    #[test]
+    fn a_fence_is_recorded_only_when_it_covers_a_new_free() {
+        let (dev, s) = manual();
+        let mut f = Fences::default();
+        assert!(!f.record(&dev, s, 0).unwrap(), "nothing freed yet");
+        f.note_free(s, 3);
+        assert!(f.record(&dev, s, 3).unwrap());
+        assert_eq!(dev.counters().event_records, 1);
+        f.note_free(s, 4);
+        assert!(
+            !f.record(&dev, s, 4).unwrap(),
+            "the previous fence is outstanding"
+        );
+        dev.complete_stream(s);
+        assert!(
+            f.record(&dev, s, 4).unwrap(),
+            "the free at 4 is not covered"
+        );
+        dev.complete_stream(s);
+        assert!(!f.record(&dev, s, 4).unwrap(), "nothing freed since");
+        assert_eq!(dev.counters().event_records, 2);
+    }
+
+    #[test]
+    fn cover_follows_the_ticks() {
+        let (dev, s) = manual();
+        let mut f = Fences::default();
+        assert_eq!(f.cover(&dev, s, 0).unwrap(), Cover::Done, "never used");
+        assert_eq!(f.cover(&dev, s, 1).unwrap(), Cover::Stream);
+        f.note_free(s, 5);
+        assert!(f.record(&dev, s, 5).unwrap());
+        assert_eq!(f.cover(&dev, s, 5).unwrap(), Cover::Fence);
+        assert_eq!(f.cover(&dev, s, 6).unwrap(), Cover::Stream, "freed after");
+        f.wait(&dev, s).unwrap();
+        assert!(!f.is_outstanding(s));
+        assert_eq!(f.cover(&dev, s, 5).unwrap(), Cover::Done);
+        assert_eq!(f.cover(&dev, s, 6).unwrap(), Cover::Stream);
+        assert_eq!(dev.counters().stream_syncs, 0);
+
+        f.note_free(s, 7);
+        assert!(f.record(&dev, s, 7).unwrap());
+        dev.complete_stream(s);
+        assert_eq!(
+            f.cover(&dev, s, 7).unwrap(),
+            Cover::Done,
+            "a completed fence is seen by a query"
+        );
+        f.synced(s, 9);
+        assert_eq!(f.cover(&dev, s, 9).unwrap(), Cover::Done);
+        assert_eq!(f.cover(&dev, s, 10).unwrap(), Cover::Stream);
+        f.destroy(&dev);
+    }
+
+    #[test]
+    fn a_sync_completes_the_outstanding_fence() {
+        let (dev, s) = manual();
+        let mut f = Fences::default();
+        f.note_free(s, 1);
+        assert!(f.record(&dev, s, 1).unwrap());
+        f.synced(s, 2);
+        assert!(!f.is_outstanding(s));
+        assert!(
+            !f.record(&dev, s, 2).unwrap(),
+            "the sync covered every free"
+        );
+        f.destroy(&dev);
+        // The event was destroyed: the backend no longer knows it.
+        assert!(dev.query_event(EventId(0)).is_err());
+    }
+}
