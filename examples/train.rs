@@ -73,6 +73,13 @@ struct Args {
     /// tracking costs.
     #[arg(long)]
     no_tracking: bool,
+    /// After training, measure what tracking costs a step: this many paired rounds of
+    /// `--ab-steps` steps with tracking on and off, back to back (the order alternating).
+    #[arg(long, default_value_t = 0)]
+    tracking_ab: usize,
+    /// Steps in each half of a `--tracking-ab` round.
+    #[arg(long, default_value_t = 20)]
+    ab_steps: usize,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -396,6 +403,11 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         );
     }
 
+    if args.tracking_ab > 0 {
+        tracking_ab(args, &model, &mut opt, &train, batch_size, &dev, &mut g)?;
+        scope::set_tracking(!args.no_tracking);
+    }
+
     println!("\n{}", dev.allocator().memory_summary());
 
     // The leak report: live tensors that are neither parameters nor optimizer state.
@@ -444,6 +456,70 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What tracking costs a training step, end to end: `--tracking-ab` paired rounds, each
+/// timing `--ab-steps` steps with tracking off and as many with it on, back to back (the
+/// order alternating between rounds, so that drift on the machine cancels). Prints the
+/// median over the rounds of the difference, and its quartiles.
+fn tracking_ab(
+    args: &Args,
+    model: &Mlp,
+    opt: &mut AdamW,
+    train: &Dataset,
+    batch_size: usize,
+    dev: &Device,
+    g: &mut Generator,
+) -> Result<(), String> {
+    let order = shuffled(train.len(), g);
+    let batches: Vec<&[usize]> = order.chunks(batch_size).collect();
+    let mut next = 0usize;
+    let mut block = |on: bool, opt: &mut AdamW| -> Result<f64, String> {
+        scope::set_tracking(on);
+        let t0 = Instant::now();
+        for _ in 0..args.ab_steps {
+            let chunk = batches[next % batches.len()];
+            next += 1;
+            let (x, y) = train.batch(chunk, dev).map_err(|e| e.to_string())?;
+            train_step(model, opt, &x, &y, None).map_err(|e| e.to_string())?;
+        }
+        Ok(t0.elapsed().as_secs_f64() / args.ab_steps.max(1) as f64)
+    };
+    // One untimed round first.
+    block(true, opt)?;
+    block(false, opt)?;
+    let (mut on, mut off, mut share) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..args.tracking_ab {
+        let (t_on, t_off) = if round % 2 == 0 {
+            let a = block(true, opt)?;
+            (a, block(false, opt)?)
+        } else {
+            let b = block(false, opt)?;
+            (block(true, opt)?, b)
+        };
+        on.push(t_on);
+        off.push(t_off);
+        share.push((t_on - t_off) / t_off);
+    }
+    let q = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let at = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+        (at(0.25), at(0.5), at(0.75))
+    };
+    let (_, on_m, _) = q(on);
+    let (_, off_m, _) = q(off);
+    let (s1, sm, s3) = q(share);
+    println!(
+        "tracking A/B ({} paired rounds of {} steps, batch {batch_size}): tracking on {:.4} ms a step, off {:.4} ms (medians); tracking's share of the step: {:+.2}% (median of the rounds' differences; quartiles {:+.2}%, {:+.2}%)",
+        args.tracking_ab,
+        args.ab_steps,
+        1e3 * on_m,
+        1e3 * off_m,
+        100.0 * sm,
+        100.0 * s1,
+        100.0 * s3
+    );
+    Ok(())
 }
 
 /// The largest batch whose step (forward, backward) fits, by trying sizes and catching

@@ -29,6 +29,8 @@ pub enum DeviceError {
 struct DeviceInner {
     backend: Arc<dyn Backend>,
     allocator: CachingAllocator,
+    /// [`Device::description`], interned (what tracking records point at).
+    label: &'static str,
 }
 
 /// A device and its caching allocator. Cloning is cheap (a reference count).
@@ -62,8 +64,18 @@ impl Device {
         config: AllocConfig,
     ) -> Result<Device, DeviceError> {
         let allocator = CachingAllocator::new(backend.clone(), config)?;
+        let label = crate::scope::intern_label(format!(
+            "{}:{} ({})",
+            backend.kind(),
+            backend.ordinal(),
+            backend.name()
+        ));
         Ok(Device {
-            inner: Arc::new(DeviceInner { backend, allocator }),
+            inner: Arc::new(DeviceInner {
+                backend,
+                allocator,
+                label,
+            }),
         })
     }
 
@@ -139,8 +151,12 @@ impl Device {
 
     /// `cuda:0 (NVIDIA H100 80GB HBM3)`, `host:0 (host)`.
     pub fn description(&self) -> String {
-        let b = &self.inner.backend;
-        format!("{}:{} ({})", b.kind(), b.ordinal(), b.name())
+        self.inner.label.to_string()
+    }
+
+    /// [`description`](Device::description) without a copy.
+    pub fn label(&self) -> &'static str {
+        self.inner.label
     }
 
     /// Allocates a buffer on the default stream, returned to the cache when dropped.

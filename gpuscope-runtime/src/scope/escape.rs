@@ -207,7 +207,7 @@ pub mod dispatch {
 /// ```
 pub fn keep<T: ScopeValue + ?Sized>(value: &T) {
     value.for_each_tensor(&mut |t| {
-        if let Some(r) = t.track_record() {
+        if let Some(r) = t.track_slot() {
             r.set_state(super::record::TrackState::Kept);
         }
     });

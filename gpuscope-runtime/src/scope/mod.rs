@@ -5,8 +5,11 @@
 //! Where things live:
 //! - [`policy`]: whether tracking is on ([`tracking`], `GPUSCOPE_TRACK`) and the default
 //!   [`LeakPolicy`] (`GPUSCOPE_LEAKS`).
-//! - [`record`]: [`TrackRecord`], what is remembered per tensor storage.
-//! - `stack`: the per-thread scope stack, [`ScopeGuard`] and [`ScopeOptions`].
+//! - [`record`]: [`TrackRecord`], what is remembered per tensor storage (a copy).
+//! - `slot`: where the live records are: lock-free slots in chunks that are never
+//!   freed, one writer each, read by [`report_live`] through a sequence lock.
+//! - `stack`: the per-thread scope stack, [`ScopeGuard`] and [`ScopeOptions`]; a
+//!   scope's exit fences the streams its tensors used.
 //! - [`escape`]: [`ScopeValue`] (escape by return) and [`keep`].
 //! - [`report`]: [`LeakReport`], the `tracing` events (target `gpuscope::leak`), and
 //!   [`LiveTensor`] for [`report_live`].
@@ -26,6 +29,7 @@ mod future;
 pub mod policy;
 pub mod record;
 pub mod report;
+mod slot;
 mod stack;
 
 pub use escape::{ScopeValue, keep};
@@ -35,7 +39,8 @@ pub use record::TrackRecord;
 pub use report::{LeakReport, LiveTensor, ScopeSite};
 pub use stack::{ScopeGuard, ScopeOptions, current_scope, scope_depth};
 
-pub(crate) use stack::track;
+pub(crate) use slot::{SlotRef, intern_label};
+pub(crate) use stack::{note_stream, note_untracked, track};
 
 /// Every tracked tensor alive now, on every thread (in creation order on each thread;
 /// ids are handed out in per-thread blocks): tensors in open
@@ -52,9 +57,12 @@ pub(crate) use stack::track;
 /// # drop(t);
 /// ```
 pub fn report_live() -> Vec<LiveTensor> {
-    stack::all_live()
+    slot::live_records()
         .into_iter()
-        .map(|(record, scope)| LiveTensor { record, scope })
+        .map(|record| LiveTensor {
+            scope: record.owner().map(|s| s.to_string()),
+            record,
+        })
         .collect()
 }
 

@@ -1,13 +1,15 @@
 //! What gpuscope remembers about each tracked tensor: where it was made, how big it is,
-//! and which scope owns it now.
+//! and which scope holds it. [`TrackRecord`] is a copy of it taken at one moment (the
+//! live record is a slot that is reused once the tensor is gone; see `slot`).
 
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use smallvec::SmallVec;
 
-use crate::device::Device;
 use crate::tensor::DType;
+
+use super::report::ScopeSite;
 
 /// Ownership state of a tracked tensor's storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +25,18 @@ pub(crate) enum TrackState {
     Leaked = 3,
 }
 
+impl TrackState {
+    #[inline]
+    pub(crate) fn from_u8(v: u8) -> TrackState {
+        match v {
+            0 => TrackState::Scoped,
+            1 => TrackState::Escaping,
+            2 => TrackState::Kept,
+            _ => TrackState::Leaked,
+        }
+    }
+}
+
 /// Ids are handed out in per-thread blocks, so making a record takes no shared atomic.
 static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1);
 const ID_BLOCK: u64 = 1 << 16;
@@ -31,7 +45,8 @@ thread_local! {
     static IDS: std::cell::Cell<(u64, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 
-fn next_id() -> u64 {
+#[inline]
+pub(crate) fn next_id() -> u64 {
     IDS.with(|c| {
         let (mut next, mut end) = c.get();
         if next == end {
@@ -43,65 +58,22 @@ fn next_id() -> u64 {
     })
 }
 
-/// One tracked tensor storage.
-#[derive(Debug)]
+/// A tracked tensor storage, as it was when this copy was taken: from
+/// [`Tensor::track_record`](crate::Tensor::track_record), a [`LeakReport`](super::LeakReport)
+/// or [`report_live`](super::report_live).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrackRecord {
-    id: u64,
-    site: &'static Location<'static>,
-    bytes: usize,
-    dtype: DType,
-    shape: SmallVec<[usize; 4]>,
-    device: Device,
-    alive: AtomicBool,
-    state: AtomicU8,
-    /// Name and site of the scope that reported it leaked (set once).
-    leaked_from: std::sync::OnceLock<String>,
+    pub(crate) id: u64,
+    pub(crate) site: &'static Location<'static>,
+    pub(crate) bytes: usize,
+    pub(crate) dtype: DType,
+    pub(crate) shape: SmallVec<[usize; 4]>,
+    pub(crate) device: &'static str,
+    pub(crate) owner: Option<ScopeSite>,
+    pub(crate) leaked_from: Option<ScopeSite>,
 }
 
 impl TrackRecord {
-    /// Makes this (unshared, dropped) record describe a new storage.
-    pub(crate) fn reuse(
-        &mut self,
-        site: &'static Location<'static>,
-        bytes: usize,
-        dtype: DType,
-        shape: &[usize],
-        device: &Device,
-    ) {
-        self.id = next_id();
-        self.site = site;
-        self.bytes = bytes;
-        self.dtype = dtype;
-        self.shape.clear();
-        self.shape.extend_from_slice(shape);
-        if &self.device != device {
-            self.device = device.clone();
-        }
-        *self.alive.get_mut() = true;
-        *self.state.get_mut() = TrackState::Scoped as u8;
-        self.leaked_from = std::sync::OnceLock::new();
-    }
-
-    pub(crate) fn new(
-        site: &'static Location<'static>,
-        bytes: usize,
-        dtype: DType,
-        shape: &[usize],
-        device: &Device,
-    ) -> TrackRecord {
-        TrackRecord {
-            id: next_id(),
-            site,
-            bytes,
-            dtype,
-            shape: SmallVec::from_slice(shape),
-            device: device.clone(),
-            alive: AtomicBool::new(true),
-            state: AtomicU8::new(TrackState::Scoped as u8),
-            leaked_from: std::sync::OnceLock::new(),
-        }
-    }
-
     /// A number unique to this storage in the process (increasing on each thread).
     pub fn id(&self) -> u64 {
         self.id
@@ -127,43 +99,23 @@ impl TrackRecord {
         &self.shape
     }
 
-    /// The device.
-    pub fn device(&self) -> &Device {
-        &self.device
+    /// The device, as [`Device::description`](crate::Device::description) names it.
+    pub fn device(&self) -> &'static str {
+        self.device
     }
 
-    /// The scope that reported it leaked, if one did.
-    pub fn leaked_from(&self) -> Option<&str> {
-        self.leaked_from.get().map(String::as_str)
+    /// The open scope that holds it (`None`: outside every scope).
+    pub fn owner(&self) -> Option<ScopeSite> {
+        self.owner
     }
 
-    #[inline]
-    pub(crate) fn is_alive(&self) -> bool {
-        self.alive.load(Ordering::Acquire)
+    /// The scope that reported it leaked, as "`name` at file:line:column".
+    pub fn leaked_from(&self) -> Option<String> {
+        self.leaked_from.map(|s| s.to_string())
     }
 
-    #[inline]
-    pub(crate) fn mark_dropped(&self) {
-        self.alive.store(false, Ordering::Release);
-    }
-
-    #[inline]
-    pub(crate) fn state(&self) -> TrackState {
-        match self.state.load(Ordering::Acquire) {
-            0 => TrackState::Scoped,
-            1 => TrackState::Escaping,
-            2 => TrackState::Kept,
-            _ => TrackState::Leaked,
-        }
-    }
-
-    #[inline]
-    pub(crate) fn set_state(&self, state: TrackState) {
-        self.state.store(state as u8, Ordering::Release);
-    }
-
-    pub(crate) fn mark_leaked(&self, scope: &str) {
-        self.set_state(TrackState::Leaked);
-        let _ = self.leaked_from.set(scope.to_string());
+    /// The scope that reported it leaked.
+    pub fn leaked_scope(&self) -> Option<ScopeSite> {
+        self.leaked_from
     }
 }

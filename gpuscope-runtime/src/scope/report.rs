@@ -6,14 +6,13 @@
 //! summary event per scope with `scope`, `scope_site`, `leaked` (count) and `bytes`.
 
 use std::fmt::{self, Write as _};
-use std::sync::Arc;
 
 use crate::format_bytes;
 
 use super::record::TrackRecord;
 
 /// Where a scope is: its name and the function's site.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ScopeSite {
     /// The scope's name.
     pub name: &'static str,
@@ -41,11 +40,11 @@ pub struct LeakReport {
     /// The scope.
     pub scope: ScopeSite,
     /// The leaked tensors' records, in creation order.
-    pub leaked: Vec<Arc<TrackRecord>>,
+    pub leaked: Vec<TrackRecord>,
 }
 
 impl LeakReport {
-    pub(crate) fn new(scope: ScopeSite, leaked: Vec<Arc<TrackRecord>>) -> LeakReport {
+    pub(crate) fn new(scope: ScopeSite, leaked: Vec<TrackRecord>) -> LeakReport {
         LeakReport { scope, leaked }
     }
 
@@ -82,7 +81,7 @@ pub(crate) fn describe(r: &TrackRecord) -> String {
         r.dtype(),
         r.shape(),
         format_bytes(r.bytes()),
-        r.device().description(),
+        r.device(),
         site.file(),
         site.line(),
         site.column()
@@ -104,7 +103,7 @@ pub(crate) fn emit(report: &LeakReport) {
             bytes = r.bytes() as u64,
             dtype = %r.dtype(),
             shape = ?r.shape(),
-            device = %r.device().description(),
+            device = r.device(),
             scope,
             scope_site = %scope_site,
             "tensor leaked from scope `{scope}`: {}",
@@ -127,7 +126,7 @@ pub(crate) fn emit(report: &LeakReport) {
 #[derive(Debug, Clone)]
 pub struct LiveTensor {
     /// Its record.
-    pub record: Arc<TrackRecord>,
+    pub record: TrackRecord,
     /// The scope that owns it now (`None`: outside every scope).
     pub scope: Option<String>,
 }

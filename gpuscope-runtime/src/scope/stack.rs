@@ -1,141 +1,140 @@
-//! The per-thread scope stack: which scope owns each tracked tensor, and what happens
+//! The per-thread scope stack: which scope holds each tracked tensor, and what happens
 //! when a scope exits.
 //!
-//! Every thread has a [`ThreadScopes`] behind a mutex that only it locks on the hot
-//! path (uncontended); [`report_live`](super::report_live) locks every thread's in turn.
-//! A frame holds the records of the tensors made (or adopted) in its scope. At exit,
-//! records of dropped tensors are forgotten, returned and kept ones move to the parent
-//! frame (or the thread's root list outside any scope), and the rest are leaks.
+//! Each thread's stack is thread-local and never locked: tracking a tensor takes a free
+//! record slot (`slot`) from the thread's own list, fills it and lists it in the
+//! innermost frame. At exit, records of dropped tensors go back to the free list,
+//! returned and kept ones move to the parent frame (or the thread's root list outside
+//! any scope), the rest are leaks; then the scope records a fence on every stream its
+//! tensors used, so that the memory they gave back reaches other streams only after
+//! that work is done. [`report_live`](super::report_live) reads the slots, not the
+//! stacks, so it sees every thread's tensors without stopping them.
 
 use std::cell::RefCell;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use smallvec::SmallVec;
 
 use crate::backend::StreamId;
 use crate::device::Device;
 
 use super::policy::{LeakPolicy, leak_policy, tracking};
-use super::record::{TrackRecord, TrackState};
+use super::record::{TrackState, next_id};
 use super::report::{LeakReport, ScopeSite, emit};
+use super::slot::{self, NewRecord, SlotRef};
 
 /// One open scope.
 pub(crate) struct Frame {
     pub site: ScopeSite,
     pub policy: Option<LeakPolicy>,
     pub sync: bool,
-    pub records: Vec<Arc<TrackRecord>>,
-    /// Streams its tensors were made on, per device (for `sync`).
-    pub streams: Vec<(Device, StreamId)>,
+    pub records: Vec<SlotRef>,
+    /// Streams its tensors used, per device: each gets a fence at exit (and a wait with
+    /// `sync`).
+    pub streams: Streams,
 }
 
-/// A thread's scopes and the records that outlived every scope.
+/// The streams of a scope (rarely more than two).
+pub(crate) type Streams = SmallVec<[(Device, StreamId); 2]>;
+
+/// Open frames with `sync`, on every thread: while there are any, tensors made with
+/// tracking off still tell the innermost scope their stream (so that it can wait for
+/// it); while there are none, they touch no thread-local at all.
+static SYNC_FRAMES: AtomicUsize = AtomicUsize::new(0);
+
+/// Most record lists a thread keeps for reuse by its next scopes.
+const SPARE_LISTS: usize = 16;
+
+impl Frame {
+    #[inline]
+    fn note_stream(&mut self, device: &Device, stream: StreamId) {
+        if let Some((d, s)) = self.streams.last() {
+            if *s == stream && d == device {
+                return;
+            }
+        }
+        if !self
+            .streams
+            .iter()
+            .any(|(d, s)| *s == stream && d == device)
+        {
+            self.streams.push((device.clone(), stream));
+        }
+    }
+}
+
+/// A thread's scopes, the records that outlived every scope, and its free slots.
 #[derive(Default)]
 pub(crate) struct ThreadScopes {
     pub frames: Vec<Frame>,
-    pub root: Vec<Arc<TrackRecord>>,
+    root: Vec<SlotRef>,
     /// Length of `root` after its last pruning.
     pruned_len: usize,
-    /// Records of dropped tensors that nothing else shares, ready to describe new ones
-    /// (saves an allocation per tracked tensor).
-    spare: Vec<Arc<TrackRecord>>,
+    free: Vec<SlotRef>,
+    /// Emptied record lists of closed scopes (saves an allocation per scope).
+    spare_lists: Vec<Vec<SlotRef>>,
 }
 
-/// Most spare records a thread keeps.
-const MAX_SPARE: usize = 4096;
-
 impl ThreadScopes {
-    fn push_root(&mut self, r: Arc<TrackRecord>) {
+    fn push_root(&mut self, r: SlotRef) {
         self.root.push(r);
         if self.root.len() >= 2 * self.pruned_len.max(64) {
-            let mut kept = Vec::with_capacity(self.root.len());
-            for r in self.root.drain(..) {
-                if r.is_alive() {
-                    kept.push(r);
-                } else if self.spare.len() < MAX_SPARE && Arc::strong_count(&r) == 1 {
-                    self.spare.push(r);
+            let free = &mut self.free;
+            self.root.retain(|r| {
+                let alive = r.is_alive();
+                if !alive {
+                    free.push(r);
                 }
-            }
-            self.root = kept;
+                alive
+            });
             self.pruned_len = self.root.len();
         }
     }
-
-    fn recycle(&mut self, r: Arc<TrackRecord>) {
-        if self.spare.len() < MAX_SPARE && Arc::strong_count(&r) == 1 {
-            self.spare.push(r);
-        }
-    }
 }
 
-type Shared = Arc<Mutex<ThreadScopes>>;
-
-/// Every thread's scopes, for [`report_live`](super::report_live).
-static THREADS: Mutex<Vec<Weak<Mutex<ThreadScopes>>>> = Mutex::new(Vec::new());
-/// Records of threads that ended, still alive then.
-static ORPHANS: Mutex<Vec<Arc<TrackRecord>>> = Mutex::new(Vec::new());
-
-struct Local(Shared);
-
-impl Drop for Local {
+impl Drop for ThreadScopes {
     fn drop(&mut self) {
-        let mut st = lock(&self.0);
-        let mut left: Vec<Arc<TrackRecord>> = st.root.drain(..).filter(|r| r.is_alive()).collect();
-        for f in st.frames.drain(..) {
-            left.extend(f.records.into_iter().filter(|r| r.is_alive()));
-        }
-        drop(st);
-        lock(&ORPHANS).extend(left);
+        let frames = std::mem::take(&mut self.frames);
+        let syncs = frames.iter().filter(|f| f.sync).count();
+        SYNC_FRAMES.fetch_sub(syncs, Ordering::Relaxed);
+        let listed = std::mem::take(&mut self.root)
+            .into_iter()
+            .chain(frames.into_iter().flat_map(|f| f.records));
+        slot::retire(std::mem::take(&mut self.free), listed);
     }
 }
 
 thread_local! {
-    static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
+    static LOCAL: RefCell<ThreadScopes> = RefCell::new(ThreadScopes::default());
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs `f` on this thread's scopes (creating them on first use).
+/// Runs `f` on this thread's scopes; `None` once the thread is tearing down its
+/// thread-locals.
+#[inline]
+pub(crate) fn try_with_scopes<R>(f: impl FnOnce(&mut ThreadScopes) -> R) -> Option<R> {
+    LOCAL.try_with(|cell| f(&mut cell.borrow_mut())).ok()
+}
+
+/// Runs `f` on this thread's scopes (with a fresh, empty stack while the thread is
+/// tearing down its thread-locals).
 #[inline]
 pub(crate) fn with_scopes<R>(f: impl FnOnce(&mut ThreadScopes) -> R) -> R {
-    LOCAL.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let local = slot.get_or_insert_with(|| {
-            let shared: Shared = Arc::default();
-            let mut all = lock(&THREADS);
-            all.retain(|w| w.strong_count() > 0);
-            all.push(Arc::downgrade(&shared));
-            Local(shared)
-        });
-        let mut st = lock(&local.0);
-        f(&mut st)
-    })
+    let mut f = Some(f);
+    if let Some(r) = try_with_scopes(|st| (f.take().expect("called once"))(st)) {
+        return r;
+    }
+    let f = f.take().expect("not called");
+    f(&mut ThreadScopes::default())
 }
 
-/// Every tracked record still alive, on every thread.
-pub(crate) fn all_live() -> Vec<(Arc<TrackRecord>, Option<String>)> {
-    let threads: Vec<Shared> = lock(&THREADS).iter().filter_map(Weak::upgrade).collect();
-    let mut out = Vec::new();
-    for t in threads {
-        let st = lock(&t);
-        for r in st.root.iter().filter(|r| r.is_alive()) {
-            out.push((r.clone(), None));
-        }
-        for f in &st.frames {
-            for r in f.records.iter().filter(|r| r.is_alive()) {
-                out.push((r.clone(), Some(f.site.to_string())));
-            }
-        }
-    }
-    for r in lock(&ORPHANS).iter().filter(|r| r.is_alive()) {
-        out.push((r.clone(), None));
-    }
-    out.sort_by_key(|(r, _)| r.id());
-    out
-}
-
-/// Makes the record of a new tracked tensor and registers it with the innermost scope
-/// of this thread.
+/// Makes the record of a new tracked tensor and lists it in the innermost scope of this
+/// thread. `None` when the thread is ending (the tensor goes untracked).
+#[inline]
 pub(crate) fn track(
     site: &'static std::panic::Location<'static>,
     bytes: usize,
@@ -143,29 +142,53 @@ pub(crate) fn track(
     shape: &[usize],
     device: &Device,
     stream: StreamId,
-) -> Arc<TrackRecord> {
-    with_scopes(|st| {
-        let record = match st.spare.pop() {
-            Some(mut r) => match Arc::get_mut(&mut r) {
-                Some(inner) => {
-                    inner.reuse(site, bytes, dtype, shape, device);
-                    r
-                }
-                None => Arc::new(TrackRecord::new(site, bytes, dtype, shape, device)),
+) -> Option<SlotRef> {
+    try_with_scopes(|st| {
+        if st.free.is_empty() {
+            slot::refill(&mut st.free);
+        }
+        let record = st.free.pop()?;
+        let owner = st.frames.last().map(|f| &f.site);
+        record.fill(
+            next_id(),
+            &NewRecord {
+                site,
+                bytes,
+                dtype,
+                shape,
+                device: device.label(),
+                owner,
             },
-            None => Arc::new(TrackRecord::new(site, bytes, dtype, shape, device)),
-        };
+        );
         match st.frames.last_mut() {
             Some(f) => {
-                if f.sync && !f.streams.iter().any(|(d, s)| d == device && *s == stream) {
-                    f.streams.push((device.clone(), stream));
-                }
-                f.records.push(record.clone());
+                f.note_stream(device, stream);
+                f.records.push(record);
             }
-            None => st.push_root(record.clone()),
+            None => st.push_root(record),
         }
-        record
+        Some(record)
     })
+    .flatten()
+}
+
+/// A tensor made with tracking off: with a `sync` scope open anywhere, tells this
+/// thread's innermost scope its stream.
+#[inline]
+pub(crate) fn note_untracked(device: &Device, stream: StreamId) {
+    if SYNC_FRAMES.load(Ordering::Relaxed) > 0 {
+        note_stream(device, stream);
+    }
+}
+
+/// Notes that the innermost scope's work uses `stream` of `device` (a tensor's
+/// `record_stream`), so that the scope fences it at exit.
+pub(crate) fn note_stream(device: &Device, stream: StreamId) {
+    try_with_scopes(|st| {
+        if let Some(f) = st.frames.last_mut() {
+            f.note_stream(device, stream);
+        }
+    });
 }
 
 /// Name of the innermost open scope on this thread.
@@ -178,56 +201,88 @@ pub fn scope_depth() -> usize {
     with_scopes(|st| st.frames.len())
 }
 
-pub(crate) fn push_frame(frame: Frame) {
-    with_scopes(|st| st.frames.push(frame));
-}
-
-/// What closing a scope left to do: its report, its policy, the streams to sync.
-pub(crate) type ClosedScope = (LeakReport, LeakPolicy, Vec<(Device, StreamId)>);
-
-/// Closes the innermost scope: returned and kept tensors move to the parent, leaks are
-/// reported. Returns the report (empty when nothing leaked) and the scope's policy.
-pub(crate) fn pop_frame() -> Option<ClosedScope> {
+pub(crate) fn push_frame(mut frame: Frame) {
+    if frame.sync {
+        SYNC_FRAMES.fetch_add(1, Ordering::Relaxed);
+    }
     with_scopes(|st| {
-        let frame = st.frames.pop()?;
-        let policy = frame.policy.unwrap_or_else(leak_policy);
-        let mut scope_name: Option<String> = None;
-        let mut leaked = Vec::new();
-        let mut moved = Vec::new();
-        let mut dead = Vec::new();
-        for r in frame.records {
-            if !r.is_alive() {
-                dead.push(r);
-                continue;
-            }
-            match r.state() {
-                TrackState::Escaping | TrackState::Kept => {
-                    r.set_state(TrackState::Scoped);
-                    moved.push(r);
-                }
-                TrackState::Leaked => moved.push(r),
-                TrackState::Scoped => {
-                    if policy != LeakPolicy::Allow {
-                        let name = scope_name.get_or_insert_with(|| frame.site.to_string());
-                        r.mark_leaked(name);
-                        leaked.push(r.clone());
-                    }
-                    moved.push(r);
-                }
+        if frame.records.capacity() == 0 {
+            if let Some(list) = st.spare_lists.pop() {
+                frame.records = list;
             }
         }
+        st.frames.push(frame)
+    });
+}
+
+/// What closing a scope left to do: its report, its policy, the streams it used, and
+/// whether to wait for them.
+pub(crate) struct ClosedScope {
+    report: LeakReport,
+    policy: LeakPolicy,
+    streams: Streams,
+    sync: bool,
+}
+
+/// Closes the innermost scope: returned and kept tensors move to the parent, leaks are
+/// reported, records of dropped tensors are freed.
+pub(crate) fn pop_frame() -> Option<ClosedScope> {
+    with_scopes(|st| {
+        let Frame {
+            site,
+            policy,
+            sync,
+            mut records,
+            streams,
+        } = st.frames.pop()?;
+        if sync {
+            SYNC_FRAMES.fetch_sub(1, Ordering::Relaxed);
+        }
+        let policy = policy.unwrap_or_else(leak_policy);
+        let mut leaked = Vec::new();
+        let parent_site = st.frames.last().map(|f| f.site);
+        let free = &mut st.free;
+        records.retain(|r| {
+            if !r.is_alive() {
+                free.push(r);
+                return false;
+            }
+            match r.state() {
+                TrackState::Escaping | TrackState::Kept => r.set_state(TrackState::Scoped),
+                TrackState::Leaked => {}
+                TrackState::Scoped => {
+                    if policy != LeakPolicy::Allow {
+                        r.mark_leaked(&site);
+                        leaked.push(r.snapshot());
+                    }
+                }
+            }
+            r.set_owner(parent_site.as_ref());
+            true
+        });
         match st.frames.last_mut() {
-            Some(parent) => parent.records.extend(moved),
+            Some(parent) => {
+                parent.records.append(&mut records);
+                // The parent's work includes the child's streams.
+                for (d, s) in &streams {
+                    parent.note_stream(d, *s);
+                }
+            }
             None => {
-                for r in moved {
+                for r in records.drain(..) {
                     st.push_root(r);
                 }
             }
         }
-        for r in dead {
-            st.recycle(r);
+        if st.spare_lists.len() < SPARE_LISTS && records.capacity() <= 1 << 16 {
+            st.spare_lists.push(records);
         }
-        Some((LeakReport::new(frame.site, leaked), policy, frame.streams))
+        Some(ClosedScope {
+            report: LeakReport::new(site, leaked),
+            policy,
+            streams,
+            sync,
+        })
     })
 }
 
@@ -322,7 +377,7 @@ impl ScopeGuard {
             policy: options.leaks,
             sync: options.sync,
             records: Vec::new(),
-            streams: Vec::new(),
+            streams: Streams::new(),
         });
         ScopeGuard {
             open: true,
@@ -335,7 +390,7 @@ impl ScopeGuard {
     pub fn escape<T: super::ScopeValue + ?Sized>(&self, value: &T) {
         if self.open {
             value.for_each_tensor(&mut |t| {
-                if let Some(r) = t.track_record() {
+                if let Some(r) = t.track_slot() {
                     r.set_state(TrackState::Escaping);
                 }
             });
@@ -370,12 +425,25 @@ impl Drop for ScopeGuard {
             return;
         }
         self.open = false;
-        let Some((report, policy, streams)) = pop_frame() else {
+        let Some(closed) = pop_frame() else {
             return;
         };
+        let ClosedScope {
+            report,
+            policy,
+            streams,
+            sync,
+        } = closed;
         for (device, stream) in streams {
-            if let Err(e) = device.backend().synchronize_stream(stream) {
-                tracing::error!(target: "gpuscope::scope", error = %e, "scope exit: could not synchronise {stream}");
+            // Memory the scope's tensors gave back on `stream` reaches other streams
+            // only once the work queued so far is done.
+            if let Err(e) = device.allocator().record_fence(stream) {
+                tracing::error!(target: "gpuscope::scope", error = %e, scope = report.scope.name, "scope exit: could not record a fence on {stream}");
+            }
+            if sync {
+                if let Err(e) = device.backend().synchronize_stream(stream) {
+                    tracing::error!(target: "gpuscope::scope", error = %e, scope = report.scope.name, "scope exit: could not synchronise {stream}");
+                }
             }
         }
         if report.is_empty() {

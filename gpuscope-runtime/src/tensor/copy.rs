@@ -150,6 +150,9 @@ impl Tensor {
     /// Notes that `stream` uses this tensor: when it is freed, its memory is reused only
     /// after the work queued on `stream` by then completes (PyTorch's `record_stream`).
     pub fn record_stream(&self, stream: StreamId) -> Result<(), TensorError> {
-        Ok(self.inner.storage.buffer.record_stream(stream)?)
+        self.inner.storage.buffer.record_stream(stream)?;
+        // The scope open now fences `stream` too when it exits.
+        crate::scope::note_stream(self.device(), stream);
+        Ok(())
     }
 }

@@ -315,9 +315,15 @@ impl Tensor {
     }
 
     /// The tracking record of its storage (creation site, scope), when tracking was on
-    /// as it was made.
-    pub fn track_record(&self) -> Option<&Arc<TrackRecord>> {
-        self.inner.storage.record.as_ref()
+    /// as it was made: a copy taken now.
+    pub fn track_record(&self) -> Option<TrackRecord> {
+        self.inner.storage.record.map(|r| r.snapshot())
+    }
+
+    /// The live record of its storage (valid while the storage is alive).
+    #[inline]
+    pub(crate) fn track_slot(&self) -> Option<crate::scope::SlotRef> {
+        self.inner.storage.record
     }
 
     /// Whether two tensors share storage (clones and views of one another).

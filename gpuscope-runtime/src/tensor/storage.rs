@@ -2,18 +2,16 @@
 //! scopes follow. Dropping the storage returns the buffer to the allocator's cache and
 //! marks the record dropped.
 
-use std::panic::Location;
-use std::sync::Arc;
-
 use crate::backend::StreamId;
 use crate::device::{Device, DeviceBuffer};
-use crate::scope::{self, TrackRecord};
+use crate::scope::{self, SlotRef};
+use std::panic::Location;
 
 use super::{DType, TensorError};
 
 pub(crate) struct Storage {
     pub buffer: DeviceBuffer,
-    pub record: Option<Arc<TrackRecord>>,
+    pub record: Option<SlotRef>,
 }
 
 impl Storage {
@@ -31,8 +29,9 @@ impl Storage {
         let bytes = (numel * dtype.size()).max(1);
         let buffer = device.alloc_on(bytes, stream)?;
         let record = if scope::tracking() {
-            Some(scope::track(site, bytes, dtype, shape, device, stream))
+            scope::track(site, bytes, dtype, shape, device, stream)
         } else {
+            scope::note_untracked(device, stream);
             None
         };
         Ok(Storage { buffer, record })
