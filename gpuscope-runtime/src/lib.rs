@@ -12,7 +12,8 @@
 //! - [`alloc`]: the [`CachingAllocator`](alloc::CachingAllocator): pools, blocks,
 //!   segments, statistics, configuration, out-of-memory reports.
 //! - [`device`]: [`Device`], one allocator per device, and [`DeviceBuffer`].
-//! - [`tensor`]: [`Tensor`]: storage from the allocator, dtype, shape, device, stream;
+//! - [`tensor`]: [`Tensor`]: storage from the allocator, dtype, shape and strides (views
+//!   such as `transpose` share storage), device, stream;
 //!   constructors that remember the line that called them.
 //! - [`scope`]: per-thread scopes that own the tensors made inside them, escape by
 //!   return, [`keep`], leak reports through `tracing`, [`report_live`].

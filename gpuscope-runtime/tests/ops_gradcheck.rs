@@ -242,6 +242,107 @@ fn shapes() {
 }
 
 #[test]
+fn views() {
+    let a = randn(&[3, 4], 40);
+    check("t", std::slice::from_ref(&a), |x| x[0].t());
+    check("transpose then contiguous", std::slice::from_ref(&a), |x| {
+        x[0].t()?.contiguous()
+    });
+    check(
+        "reshape of a transpose (a copy)",
+        std::slice::from_ref(&a),
+        |x| x[0].t()?.reshape(&[2, 6]),
+    );
+    check("view", std::slice::from_ref(&a), |x| x[0].view(&[6, 2]));
+    let c = randn(&[2, 3, 4], 41);
+    check("transpose_dims", std::slice::from_ref(&c), |x| {
+        x[0].transpose_dims(0, -1)
+    });
+    check("permute then reshape", std::slice::from_ref(&c), |x| {
+        x[0].permute(&[1, 2, 0])?.reshape(&[12, 2])
+    });
+    check("narrow", std::slice::from_ref(&c), |x| x[0].narrow(1, 1, 2));
+    check("narrow of a transpose", std::slice::from_ref(&a), |x| {
+        x[0].t()?.narrow(0, 1, 2)
+    });
+    // A leaf reached twice through views: its gradients (views) accumulate.
+    check("t + t", std::slice::from_ref(&a), |x| {
+        x[0].t()?.add(&x[0].t()?)
+    });
+    check("x + xᵀ", &[randn(&[3, 3], 42)], |x| x[0].add(&x[0].t()?));
+}
+
+#[test]
+fn operations_on_views() {
+    let a = randn(&[4, 3], 43); // read transposed: [3, 4]
+    let b = uniform(&[3, 4], 44, 0.5, 2.0);
+    let row = uniform(&[4], 45, 0.5, 2.0);
+    check("mul (both views)", &[a.clone(), b.clone()], |x| {
+        x[0].t()?.mul(&x[1].t()?.t()?)
+    });
+    check(
+        "div by a view",
+        &[b.clone(), uniform(&[4, 3], 46, 0.5, 2.0)],
+        |x| x[0].div(&x[1].t()?),
+    );
+    check("view + row", &[a.clone(), row], |x| x[0].t()?.add(&x[1]));
+    check("gelu of a view", std::slice::from_ref(&a), |x| {
+        x[0].t()?.gelu()
+    });
+    check("exp of a view", std::slice::from_ref(&a), |x| {
+        x[0].t()?.exp()
+    });
+    check("sum_axis of a view", std::slice::from_ref(&a), |x| {
+        x[0].t()?.sum_axis(0, false)
+    });
+    check("softmax of a view", std::slice::from_ref(&a), |x| {
+        x[0].t()?.softmax()
+    });
+    let targets = Tensor::from_slice(&[0i64, 3, 1], &[3], &dev()).unwrap();
+    check("cross_entropy of a view", std::slice::from_ref(&a), |x| {
+        x[0].t()?.cross_entropy(&targets)
+    });
+    check("mse_loss of views", &[a.clone(), randn(&[4, 3], 47)], |x| {
+        x[0].t()?.mse_loss(&x[1].t()?)
+    });
+    // The gradient of a sum reaching it through a transpose (a view).
+    check("sum_axis then transpose", &[randn(&[2, 3, 4], 48)], |x| {
+        x[0].sum_axis(2, false)?.t()
+    });
+}
+
+#[test]
+fn matmul_with_views() {
+    let (x, w) = (randn(&[3, 4], 49), randn(&[5, 4], 50));
+    check("x @ wᵀ (view)", &[x.clone(), w.clone()], |x| {
+        x[0].matmul(&x[1].t()?)
+    });
+    check("xᵀ (view) @ x", std::slice::from_ref(&x), |x| {
+        x[0].t()?.matmul(&x[0])
+    });
+    check("views with flags", &[x.clone(), w.clone()], |x| {
+        x[0].t()?.matmul_t(&x[1].t()?, true, false)
+    });
+    // Narrowed operands: a leading dimension larger than a row.
+    check(
+        "narrowed @ narrowedᵀ",
+        &[randn(&[4, 7], 51), randn(&[6, 5], 52)],
+        |x| x[0].narrow(1, 2, 4)?.matmul(&x[1].narrow(1, 1, 4)?.t()?),
+    );
+    let targets = Tensor::from_slice(&[1i64, 0, 2], &[3], &dev()).unwrap();
+    check(
+        "linear layer through a transposed weight",
+        &[x, w, randn(&[5], 53)],
+        |x| {
+            x[0].matmul(&x[1].t()?)?
+                .add(&x[2])?
+                .narrow(1, 0, 3)?
+                .cross_entropy(&targets)
+        },
+    );
+}
+
+#[test]
 fn composites_reuse_and_branches() {
     // The same input used twice, and two branches that meet again.
     check("x * x", &[randn(&[4], 29)], |x| x[0].mul(&x[0]));

@@ -158,7 +158,8 @@ fn run(root: Arc<Node>, seed: Tensor, site: Site) -> Result<(), TensorError> {
 }
 
 /// Adds `g` to `leaf`'s gradient: in place when it has one, else `g` becomes it (a
-/// copy when `g` is shared with anything else).
+/// contiguous copy when `g` is shared with anything else or is a view, such as the
+/// gradient that comes back through a transpose).
 fn accumulate_leaf(leaf: &Tensor, g: Tensor, site: Site) -> Result<(), TensorError> {
     if g.shape() != leaf.shape() || g.dtype() != leaf.dtype() {
         return Err(TensorError::Autograd(format!(
@@ -172,7 +173,7 @@ fn accumulate_leaf(leaf: &Tensor, g: Tensor, site: Site) -> Result<(), TensorErr
     match leaf.grad() {
         Some(existing) => ops::add_in_place_raw(&existing, &g),
         None => {
-            let g = if g.is_unique() && g.is_leaf() {
+            let g = if g.is_unique() && g.is_leaf() && g.is_contiguous() {
                 g
             } else {
                 ops::copy_at(&g, site)?

@@ -21,7 +21,8 @@ __device__ __forceinline__ $T gs_apply_$S(int op, $T x, $T y) {
 }
 
 // out = a op b with a broadcast plan of 4 merged dimensions (d0 outermost) and the
-// operands' element strides along them. `out` may be `a` (in place, a contiguous).
+// operands' element strides along them (views are read through their own strides;
+// `out` is contiguous). `out` may be `a` (in place, a contiguous).
 extern "C" __global__ void binary_$S(int op, unsigned long long n, $T* out, const $T* a, const $T* b,
         long long d1, long long d2, long long d3,
         long long sa0, long long sa1, long long sa2, long long sa3,
@@ -219,16 +220,6 @@ extern "C" __global__ void nll_backward_$S(unsigned long long rows, unsigned lon
          k += (unsigned long long)gridDim.x * blockDim.x) {
         unsigned long long i = k / cols, j = k % cols;
         out[k] = (long long)j == gs_target_$S(targets, is64, i) ? v : ($T)0;
-    }
-}
-
-// out = a transposed, a being [r, c].
-extern "C" __global__ void transpose_$S(unsigned long long r, unsigned long long c, $T* out, const $T* a) {
-    unsigned long long n = r * c;
-    for (unsigned long long k = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; k < n;
-         k += (unsigned long long)gridDim.x * blockDim.x) {
-        unsigned long long i = k / c, j = k % c;
-        out[j * r + i] = a[k];
     }
 }
 

@@ -1,4 +1,8 @@
 //! Reading tensors back, copies between devices, and cross-stream use.
+//!
+//! Views are read and written in logical (row-major) order: a non-contiguous tensor is
+//! gathered into a contiguous temporary on its device before it is read back or copied
+//! elsewhere, and a copy into a view scatters into the storage it shares.
 
 use std::panic::Location;
 
@@ -6,16 +10,28 @@ use crate::backend::StreamId;
 use crate::device::Device;
 
 use super::dtype::{Element, read_scalar};
+use super::ops::{contiguous_raw, overlaps, strided_copy};
 use super::{Tensor, TensorError};
 
 impl Tensor {
-    /// Copies the data to the host as `T` (which must be the tensor's dtype).
+    /// Copies the data to the host as `T` (which must be the tensor's dtype), in
+    /// logical (row-major) order, also for a view.
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let t = Tensor::from_slice(&[1i64, 2, 3, 4], &[2, 2], &Device::host().unwrap()).unwrap();
+    /// assert_eq!(t.to_vec::<i64>().unwrap(), vec![1, 2, 3, 4]);
+    /// assert_eq!(t.t().unwrap().to_vec::<i64>().unwrap(), vec![1, 3, 2, 4]);
+    /// ```
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>, TensorError> {
         if T::DTYPE != self.dtype() {
             return Err(TensorError::DType {
                 actual: self.dtype(),
                 asked: T::DTYPE,
             });
+        }
+        if !self.is_contiguous() {
+            return contiguous_raw(self, Location::caller())?.to_vec();
         }
         let mut out: Vec<T> = Vec::with_capacity(self.numel());
         if self.numel() > 0 {
@@ -35,8 +51,12 @@ impl Tensor {
         Ok(out)
     }
 
-    /// Copies the data to the host converted to `f64`, whatever the dtype.
+    /// Copies the data to the host converted to `f64`, whatever the dtype (in logical
+    /// order, also for a view).
     pub fn to_f64_vec(&self) -> Result<Vec<f64>, TensorError> {
+        if !self.is_contiguous() {
+            return contiguous_raw(self, Location::caller())?.to_f64_vec();
+        }
         let mut bytes = vec![0u8; self.nbytes()];
         if !bytes.is_empty() {
             // SAFETY: reads the tensor's own storage.
@@ -69,12 +89,22 @@ impl Tensor {
         Ok(self.to_f64_vec()?[0])
     }
 
-    /// A copy on `device` (the same device: a deep copy).
+    /// A contiguous copy on `device` (the same device: a deep copy). A view's elements
+    /// are copied in logical order.
     #[track_caller]
     pub fn to_device(&self, device: &Device) -> Result<Tensor, TensorError> {
         let site = Location::caller();
         let out = Tensor::empty_at(self.shape(), self.dtype(), device, StreamId::DEFAULT, site)?;
         if self.nbytes() == 0 {
+            return Ok(out);
+        }
+        if !self.is_contiguous() {
+            if device == self.device() {
+                strided_copy(&out, self)?;
+                return Ok(out);
+            }
+            // Gathered on this device, then copied across.
+            out.copy_from(&contiguous_raw(self, site)?)?;
             return Ok(out);
         }
         if device == self.device() {
@@ -104,13 +134,32 @@ impl Tensor {
         Ok(out)
     }
 
-    /// A copy of the data in new storage on the same device.
+    /// A copy of the data in new (contiguous) storage on the same device.
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let t = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2], &Device::host().unwrap()).unwrap();
+    /// let c = t.t().unwrap().deep_clone().unwrap();
+    /// assert!(c.is_contiguous() && !c.same_storage(&t));
+    /// assert_eq!(c.to_vec::<f32>().unwrap(), vec![1.0, 3.0, 2.0, 4.0]);
+    /// ```
     #[track_caller]
     pub fn deep_clone(&self) -> Result<Tensor, TensorError> {
         self.to_device(&self.device().clone())
     }
 
-    /// Copies `src`'s data into this tensor (same dtype and number of elements).
+    /// Copies `src`'s data into this tensor (same dtype and number of elements; the
+    /// elements in logical order, so the shapes may differ). Either may be a view: a
+    /// copy into a view writes the storage it shares.
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let dev = Device::host().unwrap();
+    /// let t = Tensor::zeros(&[2, 2], &dev).unwrap();
+    /// let src = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2], &dev).unwrap();
+    /// t.t().unwrap().copy_from(&src).unwrap(); // written through the transposed view
+    /// assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0, 3.0, 2.0, 4.0]);
+    /// ```
     pub fn copy_from(&self, src: &Tensor) -> Result<(), TensorError> {
         if src.dtype() != self.dtype() {
             return Err(TensorError::DType {
@@ -119,8 +168,21 @@ impl Tensor {
             });
         }
         super::check_len(self.shape(), src.numel())?;
-        if self.nbytes() == 0 || self.same_storage(src) {
+        if self.nbytes() == 0 {
             return Ok(());
+        }
+        let same_elements = self.addr() == src.addr()
+            && ((self.is_contiguous() && src.is_contiguous())
+                || (self.shape() == src.shape() && self.strides() == src.strides()));
+        if src.device() == self.device() && same_elements {
+            return Ok(());
+        }
+        if !self.is_contiguous() || !src.is_contiguous() {
+            return self.copy_strided_from(src);
+        }
+        if src.device() == self.device() && overlaps(self, src) {
+            // Contiguous ranges of one storage that overlap: through a temporary.
+            return self.copy_from(&contiguous_copy(src)?);
         }
         if src.device() == self.device() {
             // SAFETY: distinct storages of the same size on one device.
@@ -147,6 +209,38 @@ impl Tensor {
         Ok(())
     }
 
+    /// `copy_from` where either tensor is a view.
+    fn copy_strided_from(&self, src: &Tensor) -> Result<(), TensorError> {
+        let site = Location::caller();
+        if src.device() != self.device() {
+            // Gathered on the source's device, copied across contiguous, scattered here.
+            let src = contiguous_raw(src, site)?;
+            if self.is_contiguous() {
+                return self.copy_from(&src);
+            }
+            let staged = Tensor::empty_at(
+                self.shape(),
+                self.dtype(),
+                self.device(),
+                self.stream(),
+                site,
+            )?;
+            staged.copy_from(&src)?;
+            return strided_copy(self, &staged);
+        }
+        // One device: the elements of `src` in `self`'s shape (a gather when the
+        // shapes differ), and not overlapping what is written.
+        let apart = !overlaps(self, src);
+        let src = if apart && src.shape() == self.shape() {
+            src.clone()
+        } else if apart && src.is_contiguous() {
+            src.view_with(self.shape().to_vec(), None)
+        } else {
+            contiguous_copy(src)?.view_with(self.shape().to_vec(), None)
+        };
+        strided_copy(self, &src)
+    }
+
     /// Notes that `stream` uses this tensor: when it is freed, its memory is reused only
     /// after the work queued on `stream` by then completes (PyTorch's `record_stream`).
     pub fn record_stream(&self, stream: StreamId) -> Result<(), TensorError> {
@@ -155,4 +249,18 @@ impl Tensor {
         crate::scope::note_stream(self.device(), stream);
         Ok(())
     }
+}
+
+/// A contiguous copy of `t` in new storage on its device and stream (even when `t` is
+/// contiguous).
+fn contiguous_copy(t: &Tensor) -> Result<Tensor, TensorError> {
+    let out = Tensor::empty_at(
+        t.shape(),
+        t.dtype(),
+        t.device(),
+        t.stream(),
+        Location::caller(),
+    )?;
+    strided_copy(&out, t)?;
+    Ok(out)
 }

@@ -16,6 +16,12 @@ use super::{Element, Tensor, TensorError};
 /// the memory stays alive while the view exists; launch on the tensor's stream (the
 /// view's `stream()`), or order other streams yourself (`record_stream` and events).
 ///
+/// The kernel sees `numel()` elements in row-major order from the tensor's first
+/// element, so only a contiguous tensor has one: a non-contiguous view (a transpose,
+/// a permutation, a narrowed column) is refused with [`TensorError::InvalidArgument`].
+/// Take the view of `t.contiguous()?` instead, and after a kernel that writes it, copy
+/// the result back with `t.copy_from(&dense)`.
+///
 /// ```no_run
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use cudarc::driver::{LaunchConfig, PushKernelArg, DeviceSlice};
@@ -46,13 +52,26 @@ pub struct CudaView<'a, T> {
 }
 
 impl Tensor {
-    /// A view of this tensor for cudarc kernels. Fails when the tensor is not on CUDA or
-    /// `T` is not its dtype.
+    /// A view of this tensor for cudarc kernels: a pointer to its first element (the
+    /// storage offset included) and `numel()` elements. Fails when the tensor is not on
+    /// CUDA, `T` is not its dtype, or the tensor is not contiguous.
     pub fn cuda_view<T: Element>(&self) -> Result<CudaView<'_, T>, TensorError> {
         if T::DTYPE != self.dtype() {
             return Err(TensorError::DType {
                 actual: self.dtype(),
                 asked: T::DTYPE,
+            });
+        }
+        if !self.is_contiguous() {
+            return Err(TensorError::InvalidArgument {
+                op: "cuda_view",
+                reason: format!(
+                    "the tensor {:?} is not contiguous (strides {:?}): a kernel would index \
+                     it wrongly; take the view of .contiguous() (and copy_from it back after \
+                     a kernel that writes it)",
+                    self.shape(),
+                    self.strides()
+                ),
             });
         }
         let backend = self.device().backend();

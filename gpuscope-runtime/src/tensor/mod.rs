@@ -1,20 +1,40 @@
 //! Tensors: device storage from the caching allocator, a dtype, a shape, a device and a
 //! stream, tracked by the [scopes](crate::scope) they are made in.
 //!
+//! A tensor is a strided view of its storage (as in PyTorch): a shape, strides in
+//! elements ([`Tensor::strides`]) and a storage offset ([`Tensor::storage_offset`]).
+//! Every tensor an operation or a constructor makes is contiguous (row-major);
+//! [views](ops) such as [`Tensor::transpose`], [`Tensor::permute`] or
+//! [`Tensor::narrow`] share the storage under other strides and allocate nothing, and
+//! [`Tensor::contiguous`] makes a contiguous copy when one is needed.
+//!
+//! ```
+//! use gpuscope_runtime::{Device, Tensor};
+//! let dev = Device::host().unwrap();
+//! let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3], &dev).unwrap();
+//! let wt = w.t().unwrap(); // a view: [3, 2], strides [1, 3]
+//! assert!(wt.same_storage(&w) && !wt.is_contiguous());
+//! wt.mul_scalar_(10.0).unwrap(); // in place through the view
+//! assert_eq!(w.to_vec::<f32>().unwrap(), vec![10.0, 20.0, 30.0, 40.0, 50.0, 60.0]);
+//! ```
+//!
 //! Where things live:
 //! - [`dtype`]: [`DType`] and [`Element`] (the Rust types that are elements).
 //! - `storage`: the device buffer, and the tracking record it marks dropped.
 //! - `create`: constructors (`zeros`, `ones`, `full`, `rand`, `randn`, `from_slice`...),
 //!   all `#[track_caller]` so that each tensor knows the line that made it.
 //! - `random`: the seedable generator behind `rand`/`randn`.
-//! - `copy`: reading back (`to_vec`, `item`), copies between devices, `record_stream`.
-//! - `cuda_view`: cudarc's `DevicePtr`/`DevicePtrMut` for tensors on CUDA, so your own
-//!   kernels can take them.
+//! - `copy`: reading back (`to_vec`, `item`), copies between devices, `record_stream`
+//!   (views are read and written in logical order).
+//! - `cuda_view`: cudarc's `DevicePtr`/`DevicePtrMut` for contiguous tensors on CUDA, so
+//!   your own kernels can take them.
 //! - [`kernels`] (in `src/kernels/`): the CUDA C kernels, compiled once by NVRTC and
 //!   loaded once per device, and the cuBLAS handles.
 //! - [`ops`]: arithmetic with broadcasting, in-place updates, activations, reductions,
-//!   softmax, losses, matmul, reshape and transpose, on the host and on CUDA, each
-//!   recording its backward step for [autograd](crate::autograd) when it should.
+//!   softmax, losses, matmul, views (`transpose`/`t`, `transpose_dims`, `permute`,
+//!   `narrow`, `view`), `reshape` and `contiguous`, on the host and on CUDA, each
+//!   recording its backward step for [autograd](crate::autograd) when it should; every
+//!   one accepts non-contiguous views.
 
 mod copy;
 mod create;
@@ -139,9 +159,15 @@ pub struct Tensor {
 }
 
 struct Inner {
-    /// Shared by views ([`Tensor::reshape`], [`Tensor::detach`]).
+    /// Shared by views ([`Tensor::reshape`], [`Tensor::transpose`], [`Tensor::detach`]...).
     storage: Arc<Storage>,
     shape: Vec<usize>,
+    /// Elements to step in the storage for one step along each dimension.
+    strides: Vec<usize>,
+    /// Elements between the storage's start and the first element.
+    offset: usize,
+    /// Whether `strides` are the row-major ones of `shape` (dimensions of size 1 aside).
+    contiguous: bool,
     dtype: DType,
     requires_grad: std::sync::atomic::AtomicBool,
     grad: Mutex<Option<Tensor>>,
@@ -180,19 +206,27 @@ impl std::fmt::Debug for Tensor {
 
 impl Tensor {
     pub(crate) fn from_storage(storage: Storage, shape: Vec<usize>, dtype: DType) -> Tensor {
-        Tensor::view_of(Arc::new(storage), shape, dtype, None)
+        let strides = contiguous_strides(&shape);
+        Tensor::view_of(Arc::new(storage), shape, strides, 0, dtype, None)
     }
 
     fn view_of(
         storage: Arc<Storage>,
         shape: Vec<usize>,
+        strides: Vec<usize>,
+        offset: usize,
         dtype: DType,
         grad_fn: Option<Arc<Node>>,
     ) -> Tensor {
+        debug_assert_eq!(shape.len(), strides.len());
+        let contiguous = is_contiguous_layout(&shape, &strides);
         Tensor {
             inner: Arc::new(Inner {
                 storage,
                 shape,
+                strides,
+                offset,
+                contiguous,
                 dtype,
                 requires_grad: std::sync::atomic::AtomicBool::new(false),
                 grad: Mutex::new(None),
@@ -201,16 +235,46 @@ impl Tensor {
         }
     }
 
-    /// The same storage under another shape (same number of elements), made by `node`
-    /// when it is given.
-    pub(crate) fn view_with(&self, shape: Vec<usize>, grad_fn: Option<Arc<Node>>) -> Tensor {
-        Tensor::view_of(self.inner.storage.clone(), shape, self.inner.dtype, grad_fn)
+    /// A view of the same storage with the layout given (elements), made by `grad_fn`
+    /// when it is given. Callers keep every element inside the storage.
+    pub(crate) fn as_strided(
+        &self,
+        shape: Vec<usize>,
+        strides: Vec<usize>,
+        offset: usize,
+        grad_fn: Option<Arc<Node>>,
+    ) -> Tensor {
+        Tensor::view_of(
+            self.inner.storage.clone(),
+            shape,
+            strides,
+            offset,
+            self.inner.dtype,
+            grad_fn,
+        )
     }
 
-    /// This tensor as the output of `node` (same storage and shape).
+    /// The same storage under another shape (same number of elements), made by `node`
+    /// when it is given. Only for contiguous tensors (row-major order is kept).
+    pub(crate) fn view_with(&self, shape: Vec<usize>, grad_fn: Option<Arc<Node>>) -> Tensor {
+        debug_assert!(self.is_contiguous(), "view_with of a non-contiguous tensor");
+        let strides = contiguous_strides(&shape);
+        self.as_strided(shape, strides, self.inner.offset, grad_fn)
+    }
+
+    /// This tensor as the output of `node` (same storage and layout).
     pub(crate) fn with_grad_fn(self, node: Arc<Node>) -> Tensor {
-        let shape = self.inner.shape.clone();
-        self.view_with(shape, Some(node))
+        self.alias(Some(node))
+    }
+
+    /// Another handle to the same elements (same storage and layout), made by `grad_fn`.
+    pub(crate) fn alias(&self, grad_fn: Option<Arc<Node>>) -> Tensor {
+        self.as_strided(
+            self.inner.shape.clone(),
+            self.inner.strides.clone(),
+            self.inner.offset,
+            grad_fn,
+        )
     }
 
     /// The autograd node that made it.
@@ -231,6 +295,48 @@ impl Tensor {
     /// The shape.
     pub fn shape(&self) -> &[usize] {
         &self.inner.shape
+    }
+
+    /// The strides, in elements: how far apart in the storage two elements are whose
+    /// indices differ by one along each dimension. Row-major (`[c, 1]` for `[r, c]`) for
+    /// every tensor an operation makes; views ([`transpose`](Tensor::transpose),
+    /// [`permute`](Tensor::permute), [`narrow`](Tensor::narrow)) have others.
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let t = Tensor::zeros(&[2, 3], &Device::host().unwrap()).unwrap();
+    /// assert_eq!(t.strides(), &[3, 1]);
+    /// assert_eq!(t.t().unwrap().strides(), &[1, 3]);
+    /// ```
+    pub fn strides(&self) -> &[usize] {
+        &self.inner.strides
+    }
+
+    /// Elements between the start of the storage and this tensor's first element
+    /// (non-zero for some [`narrow`](Tensor::narrow)ed views).
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let t = Tensor::zeros(&[4, 3], &Device::host().unwrap()).unwrap();
+    /// assert_eq!(t.narrow(0, 1, 2).unwrap().storage_offset(), 3);
+    /// ```
+    pub fn storage_offset(&self) -> usize {
+        self.inner.offset
+    }
+
+    /// Whether the elements lie in row-major order without gaps ([`strides`](Tensor::strides)
+    /// are the row-major ones; dimensions of size 1 do not count), so that the tensor's
+    /// memory is the `numel()` elements from [`addr`](Tensor::addr) on.
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let t = Tensor::zeros(&[2, 3], &Device::host().unwrap()).unwrap();
+    /// assert!(t.is_contiguous());
+    /// assert!(!t.t().unwrap().is_contiguous());
+    /// assert!(t.t().unwrap().contiguous().unwrap().is_contiguous());
+    /// ```
+    pub fn is_contiguous(&self) -> bool {
+        self.inner.contiguous
     }
 
     /// Number of dimensions.
@@ -263,9 +369,15 @@ impl Tensor {
         self.inner.storage.buffer.stream()
     }
 
-    /// The device address of the first element.
+    /// The device address of the first element (the storage's address plus the
+    /// [`storage_offset`](Tensor::storage_offset)). The tensor's data is the `nbytes()`
+    /// from there only when it [`is_contiguous`](Tensor::is_contiguous).
     pub fn addr(&self) -> DeviceAddr {
-        self.inner.storage.buffer.addr()
+        self.inner
+            .storage
+            .buffer
+            .addr()
+            .offset(self.inner.offset * self.inner.dtype.size())
     }
 
     /// Whether gradients are computed for it: a leaf marked with
@@ -330,6 +442,36 @@ impl Tensor {
     pub fn same_storage(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.inner.storage, &other.inner.storage)
     }
+}
+
+/// The row-major strides of `shape`, in elements.
+pub(crate) fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![1; shape.len()];
+    let mut acc = 1;
+    for i in (0..shape.len()).rev() {
+        strides[i] = acc;
+        acc *= shape[i].max(1);
+    }
+    strides
+}
+
+/// Whether `strides` walk `shape` in row-major order without gaps (dimensions of size 1
+/// may have any stride; an empty tensor is contiguous).
+pub(crate) fn is_contiguous_layout(shape: &[usize], strides: &[usize]) -> bool {
+    if shape.contains(&0) {
+        return true;
+    }
+    let mut expected = 1;
+    for i in (0..shape.len()).rev() {
+        if shape[i] == 1 {
+            continue;
+        }
+        if strides[i] != expected {
+            return false;
+        }
+        expected *= shape[i];
+    }
+    true
 }
 
 pub(crate) fn check_len(shape: &[usize], got: usize) -> Result<usize, TensorError> {

@@ -3,7 +3,8 @@
 //!
 //! A [`Broadcast`] is the plan the kernels follow: the output's dimensions with runs
 //! that both operands walk alike merged, and each operand's stride per merged
-//! dimension (0 where it is broadcast).
+//! dimension (0 where it is broadcast). The strides are the operands' own, so views
+//! (a transposed operand, say) are read in place, without a copy.
 
 use super::TensorError;
 
@@ -55,11 +56,22 @@ pub(crate) struct Broadcast {
 }
 
 impl Broadcast {
-    /// The plan for reading `a` and `b` into an `out`-shaped result (`out` is what
-    /// [`broadcast_shape`] gave, or `a`'s shape when `b` broadcasts into `a`).
+    /// The plan for reading contiguous `a` and `b` into an `out`-shaped result.
+    #[cfg(test)]
     pub fn new(out: &[usize], a: &[usize], b: &[usize]) -> Broadcast {
-        let sa = strides_into(out, a);
-        let sb = strides_into(out, b);
+        let (ca, cb) = (
+            crate::tensor::contiguous_strides(a),
+            crate::tensor::contiguous_strides(b),
+        );
+        Broadcast::strided(out, (a, &ca), (b, &cb))
+    }
+
+    /// The plan for reading `a` and `b`, each a shape and its element strides, into an
+    /// `out`-shaped result (`out` is what [`broadcast_shape`] gave, or `a`'s shape when
+    /// `b` broadcasts into `a`).
+    pub fn strided(out: &[usize], a: (&[usize], &[usize]), b: (&[usize], &[usize])) -> Broadcast {
+        let sa = strides_into(out, a.0, a.1);
+        let sb = strides_into(out, b.0, b.1);
         let mut dims: Vec<usize> = Vec::new();
         let mut ra: Vec<usize> = Vec::new();
         let mut rb: Vec<usize> = Vec::new();
@@ -118,21 +130,15 @@ impl Broadcast {
     }
 }
 
-/// Strides of a contiguous `shape` read as if it had `out`'s shape (0 on broadcast
-/// dimensions).
-fn strides_into(out: &[usize], shape: &[usize]) -> Vec<usize> {
+/// The strides of an operand of `shape` with `strides` read as if it had `out`'s shape
+/// (0 on broadcast dimensions).
+fn strides_into(out: &[usize], shape: &[usize], strides: &[usize]) -> Vec<usize> {
     let off = out.len() - shape.len();
-    let mut strides = vec![0; out.len()];
-    let mut acc = 1;
-    for i in (0..shape.len()).rev() {
-        strides[off + i] = if shape[i] == 1 && out[off + i] != 1 {
-            0
-        } else {
-            acc
-        };
-        acc *= shape[i];
+    let mut into = vec![0; out.len()];
+    for i in 0..shape.len() {
+        into[off + i] = if shape[i] == 1 { 0 } else { strides[i] };
     }
-    strides
+    into
 }
 
 #[cfg(test)]
@@ -178,5 +184,26 @@ mod tests {
                 sb: vec![1, 0]
             }
         );
+    }
+
+    #[test]
+    fn plans_follow_the_operands_strides() {
+        // A transposed [3, 4] (strides [1, 3]) plus a contiguous [3, 4]: nothing merges.
+        let p = Broadcast::strided(&[4, 3], (&[4, 3], &[1, 4]), (&[4, 3], &[3, 1]));
+        assert_eq!(p.dims, vec![4, 3]);
+        assert_eq!((p.sa.clone(), p.sb.clone()), (vec![1, 4], vec![3, 1]));
+        assert!(!p.is_elementwise());
+        // A contiguous [2, 3, 4] and one permuted from [4, 2, 3]: the last two
+        // dimensions of the first merge only where the second walks them alike.
+        let p = Broadcast::strided(
+            &[2, 3, 4],
+            (&[2, 3, 4], &[12, 4, 1]),
+            (&[2, 3, 4], &[3, 1, 6]),
+        );
+        assert_eq!(p.dims, vec![6, 4]);
+        assert_eq!((p.sa.clone(), p.sb.clone()), (vec![4, 1], vec![1, 6]));
+        // A row of a narrowed matrix (row stride 10) with a broadcast row vector.
+        let p = Broadcast::strided(&[2, 3], (&[2, 3], &[10, 1]), (&[3], &[1]));
+        assert_eq!((p.dims, p.sa, p.sb), (vec![2, 3], vec![10, 1], vec![0, 1]));
     }
 }

@@ -1,14 +1,16 @@
 //! CUDA launches: the kernels of [`crate::tensor::kernels`] and cuBLAS, each on the stream of
 //! the tensor it writes, every result checked and returned as a [`TensorError`].
 //!
-//! Pointers go to kernels as 64-bit integers (the `CUdeviceptr` values); sizes as
-//! 64-bit integers. Callers have checked shapes, dtypes and devices.
+//! Pointers go to kernels as 64-bit integers (the `CUdeviceptr` values, the storage
+//! offset of a view included); sizes as 64-bit integers. Callers have checked shapes,
+//! dtypes and devices, and pass contiguous tensors except where a launch takes strides
+//! (`binary`'s operands, `matmul`'s, `strided_copy`).
 
 use std::os::raw::c_int;
 use std::sync::Arc;
 
 use cudarc::cublas::sys::cublasOperation_t;
-use cudarc::driver::{CudaStream, LaunchArgs, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaStream, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg};
 
 use crate::backend::BackendError;
 use crate::backend::cuda::CudaBackend;
@@ -16,6 +18,8 @@ use crate::tensor::kernels::{Kernels, blas_for, kernels_for};
 
 use super::broadcast::Broadcast;
 use super::elementwise::{BinaryOp, UnaryOp};
+use super::matmul::BlasOperand;
+use super::strided::CopyPlan;
 use super::{DType, Site, Tensor, TensorError, alloc_like};
 
 const BLOCK: u32 = 256;
@@ -29,7 +33,38 @@ struct Target {
     suffix: &'static str,
 }
 
+/// The target for float kernels (`_f32`/`_f64`) writing `t`.
 fn target(t: &Tensor) -> Result<Target, TensorError> {
+    let suffix = match t.dtype() {
+        DType::F32 => "f32",
+        DType::F64 => "f64",
+        other => {
+            return Err(TensorError::Unsupported(format!(
+                "CUDA kernels take f32 or f64, not {other}"
+            )));
+        }
+    };
+    target_with(t, suffix)
+}
+
+/// The target for the strided copy of `t`'s elements, any dtype: the kernel for words
+/// of its element size (`_u8`, `_u16`, `_u32`, `_u64`).
+fn copy_target(t: &Tensor) -> Result<Target, TensorError> {
+    let suffix = match t.dtype().size() {
+        1 => "u8",
+        2 => "u16",
+        4 => "u32",
+        8 => "u64",
+        other => {
+            return Err(TensorError::Unsupported(format!(
+                "strided copy of {other}-byte elements on CUDA"
+            )));
+        }
+    };
+    target_with(t, suffix)
+}
+
+fn target_with(t: &Tensor, suffix: &'static str) -> Result<Target, TensorError> {
     let backend = t.device().backend();
     let cuda = backend
         .as_any()
@@ -40,15 +75,6 @@ fn target(t: &Tensor) -> Result<Target, TensorError> {
                 t.device().description()
             ))
         })?;
-    let suffix = match t.dtype() {
-        DType::F32 => "f32",
-        DType::F64 => "f64",
-        other => {
-            return Err(TensorError::Unsupported(format!(
-                "CUDA kernels take f32 or f64, not {other}"
-            )));
-        }
-    };
     Ok(Target {
         stream: cuda.cuda_stream(t.stream())?,
         kernels: kernels_for(cuda.context())?,
@@ -312,16 +338,70 @@ pub(crate) fn nll_backward(
     })
 }
 
-pub(crate) fn transpose(out: &Tensor, a: &Tensor, r: usize, c: usize) -> Result<(), TensorError> {
-    let n = (r * c) as u64;
-    if n == 0 {
+/// Most merged dimensions one launch of the strided copy kernel takes (`GS_COPY_DIMS`
+/// in `kernels/copy.cu`).
+const COPY_DIMS: usize = 8;
+
+/// The merged dimensions of a copy and both layouts' strides, innermost first (the
+/// kernel's `gs_copy_layout`, passed by value).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct CopyLayout {
+    dims: [i64; COPY_DIMS],
+    dst: [i64; COPY_DIMS],
+    src: [i64; COPY_DIMS],
+}
+
+// SAFETY: `#[repr(C)]` of 64-bit integers, the same layout as the kernel's struct
+// (three arrays of `long long`, no padding).
+unsafe impl DeviceRepr for CopyLayout {}
+
+/// `dst = src` element for element following `plan`, any dtype, on `dst`'s stream.
+/// The innermost [`COPY_DIMS`] merged dimensions go to one launch; a plan with more
+/// (a permutation of many dimensions) launches once per index of the outer ones.
+pub(crate) fn strided_copy(dst: &Tensor, src: &Tensor, plan: &CopyPlan) -> Result<(), TensorError> {
+    if dst.numel() == 0 {
         return Ok(());
     }
-    let t = target(out)?;
-    let (r, c, o, pa) = (r as u64, c as u64, ptr(out), ptr(a));
-    launch!(t, "transpose", elementwise_cfg(n), |l| {
-        l.arg(&r).arg(&c).arg(&o).arg(&pa);
-    })
+    let nd = plan.dims.len();
+    let inner = nd.min(COPY_DIMS);
+    let outer = nd - inner;
+    let mut layout = CopyLayout {
+        dims: [1; COPY_DIMS],
+        dst: [0; COPY_DIMS],
+        src: [0; COPY_DIMS],
+    };
+    for (k, i) in (outer..nd).rev().enumerate() {
+        layout.dims[k] = plan.dims[i] as i64;
+        layout.dst[k] = plan.dst[i] as i64;
+        layout.src[k] = plan.src[i] as i64;
+    }
+    let n: u64 = plan.dims[outer..].iter().map(|&d| d as u64).product();
+    let t = copy_target(dst)?;
+    let size = dst.dtype().size() as u64;
+    let ndim = inner as i32;
+    // The outer dimensions, walked like an odometer (none: a single launch).
+    let mut idx = vec![0usize; outer];
+    loop {
+        let od: usize = (0..outer).map(|d| idx[d] * plan.dst[d]).sum();
+        let os: usize = (0..outer).map(|d| idx[d] * plan.src[d]).sum();
+        let (pd, ps) = (ptr(dst) + od as u64 * size, ptr(src) + os as u64 * size);
+        launch!(t, "strided_copy", elementwise_cfg(n), |l| {
+            l.arg(&n).arg(&pd).arg(&ps).arg(&ndim).arg(&layout);
+        })?;
+        let mut d = outer;
+        loop {
+            if d == 0 {
+                return Ok(());
+            }
+            d -= 1;
+            idx[d] += 1;
+            if idx[d] < plan.dims[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
 }
 
 pub(crate) fn adamw(
@@ -371,20 +451,22 @@ fn gemm_dim(v: usize) -> Result<c_int, TensorError> {
     })
 }
 
-/// `c = op(a) @ op(b)` through cuBLAS on `c`'s stream. cuBLAS is column-major: a
-/// row-major `[r, c]` array is its `c×r` transpose, so `Cᵀ = op(B)ᵀ op(A)ᵀ` is computed
-/// with the operands swapped.
-#[allow(clippy::too_many_arguments)]
+/// `c = op(A) @ op(B)` through cuBLAS on `c`'s stream, `op(A)` being `m×k` and `op(B)`
+/// `k×n`; each operand is a row-major matrix with its leading dimension, transposed or
+/// not (a transposed view arrives as its storage with the flag flipped). cuBLAS is
+/// column-major: a row-major `[r, c]` array with leading dimension `ld` is its `c×r`
+/// transpose with the same `ld`, so `Cᵀ = op(B)ᵀ op(A)ᵀ` is computed with the operands
+/// swapped.
 pub(crate) fn matmul(
     c: &Tensor,
-    a: &Tensor,
-    b: &Tensor,
+    a: &BlasOperand,
+    b: &BlasOperand,
     m: usize,
     k: usize,
     n: usize,
-    ta: bool,
-    tb: bool,
 ) -> Result<(), TensorError> {
+    debug_assert!(c.is_contiguous());
+    let (ta, tb) = (a.transposed, b.transposed);
     if k == 0 {
         // An empty sum: zeros (cuBLAS would leave C untouched).
         // SAFETY: `c`'s own storage, on its stream.
@@ -418,15 +500,18 @@ pub(crate) fn matmul(
         }
     };
     let (mm, nn, kk) = (gemm_dim(m)?, gemm_dim(n)?, gemm_dim(k)?);
-    let ldb = if tb { kk } else { nn };
-    let lda = if ta { mm } else { kk };
+    let (lda, ldb) = (gemm_dim(a.ld)?, gemm_dim(b.ld)?);
     let handle = *blas.handle();
     let fail = |e: cudarc::cublas::result::CublasError| BackendError::Driver {
         call: "cublasGemm",
-        message: format!("{e:?} (m={m}, k={k}, n={n}, transposed: {ta}, {tb})"),
+        message: format!(
+            "{e:?} (m={m}, k={k}, n={n}, transposed: {ta}, {tb}, ld: {}, {})",
+            a.ld, b.ld
+        ),
     };
-    // SAFETY: the pointers are live tensors holding op(A) m×k, op(B) k×n and C m×n of
-    // the dtype matched below; the handle's stream is `c`'s.
+    // SAFETY: the pointers are live tensors holding op(A) m×k, op(B) k×n (row-major with
+    // their leading dimensions, every element inside the tensor) and C m×n of the dtype
+    // matched below; the handle's stream is `c`'s.
     unsafe {
         match c.dtype() {
             DType::F32 => {
@@ -439,9 +524,9 @@ pub(crate) fn matmul(
                     mm,
                     kk,
                     &alpha,
-                    ptr(b) as *const f32,
+                    ptr(&b.tensor) as *const f32,
                     ldb,
-                    ptr(a) as *const f32,
+                    ptr(&a.tensor) as *const f32,
                     lda,
                     &beta,
                     ptr(c) as *mut f32,
@@ -459,9 +544,9 @@ pub(crate) fn matmul(
                     mm,
                     kk,
                     &alpha,
-                    ptr(b) as *const f64,
+                    ptr(&b.tensor) as *const f64,
                     ldb,
-                    ptr(a) as *const f64,
+                    ptr(&a.tensor) as *const f64,
                     lda,
                     &beta,
                     ptr(c) as *mut f64,

@@ -1,11 +1,16 @@
 //! Element-wise operations: binary with broadcasting, with a scalar, unary
 //! activations, and in-place updates.
+//!
+//! Binary operations read views through their strides (no copy); unary and scalar ones
+//! gather a non-contiguous input first. In-place updates of a view write through to
+//! the storage it shares.
 
 use std::panic::Location;
 
 use crate::autograd::{record, record_saving, should_record};
 
-use super::broadcast::{Broadcast, broadcast_shape};
+use super::broadcast::{Broadcast, MAX_DIMS, broadcast_shape};
+use super::strided::{contiguous_raw, strided_copy, write_through};
 use super::{
     Exec, Site, Tensor, TensorError, alloc_like, check_float, check_pair, exec_of, host, overlaps,
 };
@@ -101,6 +106,25 @@ fn launch_binary(
     }
 }
 
+/// The broadcast plan for `a op b` into an `out`-shaped result, and the operands to
+/// launch it with: `a` and `b` themselves (views are read through their strides), or
+/// contiguous copies of them when the plan keeps more merged dimensions than the CUDA
+/// kernel takes.
+fn plan_for(
+    out: &[usize],
+    a: &Tensor,
+    b: &Tensor,
+    site: Site,
+) -> Result<(Broadcast, Tensor, Tensor), TensorError> {
+    let plan = Broadcast::strided(out, (a.shape(), a.strides()), (b.shape(), b.strides()));
+    if plan.dims.len() <= MAX_DIMS || (a.is_contiguous() && b.is_contiguous()) {
+        return Ok((plan, a.clone(), b.clone()));
+    }
+    let (a, b) = (contiguous_raw(a, site)?, contiguous_raw(b, site)?);
+    let plan = Broadcast::strided(out, (a.shape(), a.strides()), (b.shape(), b.strides()));
+    Ok((plan, a, b))
+}
+
 /// `a op b` broadcast, into a new tensor.
 pub(crate) fn binary_raw(
     op: BinaryOp,
@@ -111,8 +135,8 @@ pub(crate) fn binary_raw(
     check_pair(op.name(), a, b)?;
     let shape = broadcast_shape(op.name(), a.shape(), b.shape())?;
     let out = alloc_like(&shape, a.dtype(), a, site)?;
-    let plan = Broadcast::new(&shape, a.shape(), b.shape());
-    launch_binary(op, &plan, &out, a, b)?;
+    let (plan, a, b) = plan_for(&shape, a, b, site)?;
+    launch_binary(op, &plan, &out, &a, &b)?;
     Ok(out)
 }
 
@@ -133,13 +157,13 @@ pub(crate) fn expand_raw(t: &Tensor, shape: &[usize], site: Site) -> Result<Tens
         });
     }
     let out = alloc_like(shape, t.dtype(), t, site)?;
-    let plan = Broadcast::new(shape, shape, t.shape());
     // `out` stands in for the unread left operand.
-    launch_binary(BinaryOp::Right, &plan, &out, &out, t)?;
+    let (plan, _, t) = plan_for(shape, &out, t, site)?;
+    launch_binary(BinaryOp::Right, &plan, &out, &out, &t)?;
     Ok(out)
 }
 
-/// `op(a)` (or `a op s` for scalar ops) into `out`.
+/// `out = a op s` (or `s` for `Right`); `out` and `a` are contiguous.
 fn launch_scalar(op: BinaryOp, out: &Tensor, a: &Tensor, s: f64) -> Result<(), TensorError> {
     match exec_of("scalar op", out)? {
         // SAFETY: host tensors of one float dtype, element for element.
@@ -149,9 +173,9 @@ fn launch_scalar(op: BinaryOp, out: &Tensor, a: &Tensor, s: f64) -> Result<(), T
     }
 }
 
-/// `t = t op s` in place, nothing recorded.
+/// `t = t op s` in place (through a view too), nothing recorded.
 pub(crate) fn scalar_into(op: BinaryOp, t: &Tensor, s: f64) -> Result<(), TensorError> {
-    launch_scalar(op, t, t, s)
+    write_through(t, Location::caller(), |t| launch_scalar(op, t, t, s))
 }
 
 pub(crate) fn scalar_raw(
@@ -161,8 +185,9 @@ pub(crate) fn scalar_raw(
     site: Site,
 ) -> Result<Tensor, TensorError> {
     check_float(op.name(), a)?;
-    let out = alloc_like(a.shape(), a.dtype(), a, site)?;
-    launch_scalar(op, &out, a, s)?;
+    let a = contiguous_raw(a, site)?;
+    let out = alloc_like(a.shape(), a.dtype(), &a, site)?;
+    launch_scalar(op, &out, &a, s)?;
     Ok(out)
 }
 
@@ -174,7 +199,7 @@ pub(crate) fn full_like(t: &Tensor, value: f64, site: Site) -> Result<Tensor, Te
     Ok(out)
 }
 
-/// A copy of `t` in new storage on its device and stream.
+/// A contiguous copy of `t` in new storage on its device and stream.
 pub(crate) fn copy_at(t: &Tensor, site: Site) -> Result<Tensor, TensorError> {
     let out = alloc_like(t.shape(), t.dtype(), t, site)?;
     out.copy_from(t)?;
@@ -183,12 +208,13 @@ pub(crate) fn copy_at(t: &Tensor, site: Site) -> Result<Tensor, TensorError> {
 
 pub(crate) fn unary_raw(op: UnaryOp, a: &Tensor, site: Site) -> Result<Tensor, TensorError> {
     check_float(op.name(), a)?;
-    let out = alloc_like(a.shape(), a.dtype(), a, site)?;
-    match exec_of(op.name(), a)? {
-        // SAFETY: a fresh output and its host input.
-        Exec::Host => unsafe { host::unary(op, &out, a)? },
+    let a = contiguous_raw(a, site)?;
+    let out = alloc_like(a.shape(), a.dtype(), &a, site)?;
+    match exec_of(op.name(), &a)? {
+        // SAFETY: a fresh output and its contiguous host input.
+        Exec::Host => unsafe { host::unary(op, &out, &a)? },
         #[cfg(feature = "cuda")]
-        Exec::Cuda => super::cuda::unary(op, &out, a)?,
+        Exec::Cuda => super::cuda::unary(op, &out, &a)?,
     }
     Ok(out)
 }
@@ -201,12 +227,13 @@ pub(crate) fn unary_backward_raw(
     site: Site,
 ) -> Result<Tensor, TensorError> {
     check_pair(op.name(), g, x)?;
-    let out = alloc_like(x.shape(), x.dtype(), x, site)?;
-    match exec_of(op.name(), x)? {
-        // SAFETY: a fresh output and its host inputs.
-        Exec::Host => unsafe { host::unary_backward(op, &out, g, x)? },
+    let (g, x) = (contiguous_raw(g, site)?, contiguous_raw(x, site)?);
+    let out = alloc_like(x.shape(), x.dtype(), &x, site)?;
+    match exec_of(op.name(), &x)? {
+        // SAFETY: a fresh output and its contiguous host inputs.
+        Exec::Host => unsafe { host::unary_backward(op, &out, &g, &x)? },
         #[cfg(feature = "cuda")]
-        Exec::Cuda => super::cuda::unary_backward(op, &out, g, x)?,
+        Exec::Cuda => super::cuda::unary_backward(op, &out, &g, &x)?,
     }
     Ok(out)
 }
@@ -244,6 +271,7 @@ fn check_in_place(op: &'static str, t: &Tensor) -> Result<(), TensorError> {
 }
 
 /// `a op= b`, `b` broadcast to `a`'s shape; nothing recorded, no checks of grad mode.
+/// A view `a` is updated through a contiguous temporary written back into it.
 fn binary_in_place(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<(), TensorError> {
     check_pair(op.name(), a, b)?;
     let shape = broadcast_shape(op.name(), a.shape(), b.shape())?;
@@ -255,18 +283,42 @@ fn binary_in_place(op: BinaryOp, a: &Tensor, b: &Tensor) -> Result<(), TensorErr
             reason: "in place, the second operand must broadcast to the first one's shape".into(),
         });
     }
-    let plan = Broadcast::new(&shape, a.shape(), b.shape());
-    let same = a.addr() == b.addr() && plan.is_elementwise();
-    if overlaps(a, b) && !same {
-        let b = copy_at(b, Location::caller())?;
-        return launch_binary(op, &plan, a, a, &b);
-    }
-    launch_binary(op, &plan, a, a, b)
+    let site = Location::caller();
+    write_through(a, site, |a| {
+        let (plan, _, b) = plan_for(&shape, a, b, site)?;
+        // Reading `b` as `a` is written is safe only element for element.
+        let same = a.addr() == b.addr() && plan.is_elementwise();
+        if overlaps(a, &b) && !same {
+            let b = copy_at(&b, site)?;
+            let (plan, _, b) = plan_for(&shape, a, &b, site)?;
+            return launch_binary(op, &plan, a, a, &b);
+        }
+        launch_binary(op, &plan, a, a, &b)
+    })
 }
 
 /// `a += b` with nothing recorded (autograd's accumulation into `.grad`).
 pub(crate) fn add_in_place_raw(a: &Tensor, b: &Tensor) -> Result<(), TensorError> {
     binary_in_place(BinaryOp::Add, a, b)
+}
+
+/// `y += alpha * x` for a contiguous `y` (nothing recorded).
+fn axpy_into(y: &Tensor, x: &Tensor, alpha: f64, site: Site) -> Result<(), TensorError> {
+    if overlaps(y, x) {
+        if y.addr() == x.addr() && x.is_contiguous() {
+            // The same elements: y·(1 + alpha).
+            return launch_scalar(BinaryOp::Mul, y, y, 1.0 + alpha);
+        }
+        let x = copy_at(x, site)?;
+        return axpy_into(y, &x, alpha, site);
+    }
+    let x = contiguous_raw(x, site)?;
+    match exec_of("add_scaled_", y)? {
+        // SAFETY: distinct contiguous host tensors of one float dtype and shape.
+        Exec::Host => unsafe { host::axpy(y, &x, alpha) },
+        #[cfg(feature = "cuda")]
+        Exec::Cuda => super::cuda::axpy(y, &x, alpha),
+    }
 }
 
 // ---------------------------------------------------------------------------------
@@ -524,13 +576,13 @@ impl Tensor {
     /// `self *= value` in place.
     pub fn mul_scalar_(&self, value: f64) -> Result<(), TensorError> {
         check_in_place("mul_scalar_", self)?;
-        launch_scalar(BinaryOp::Mul, self, self, value)
+        scalar_into(BinaryOp::Mul, self, value)
     }
 
     /// `self += value` in place.
     pub fn add_scalar_(&self, value: f64) -> Result<(), TensorError> {
         check_in_place("add_scalar_", self)?;
-        launch_scalar(BinaryOp::Add, self, self, value)
+        scalar_into(BinaryOp::Add, self, value)
     }
 
     /// `self += alpha * other` in place (BLAS axpy); `other` has this shape.
@@ -554,35 +606,42 @@ impl Tensor {
                 reason: "axpy needs equal shapes".into(),
             });
         }
-        if overlaps(self, other) {
-            if self.addr() == other.addr() {
-                return launch_scalar(BinaryOp::Mul, self, self, 1.0 + alpha);
-            }
-            let other = copy_at(other, Location::caller())?;
-            return self.add_scaled_(&other, alpha);
-        }
-        match exec_of("add_scaled_", self)? {
-            // SAFETY: distinct host tensors of one float dtype and shape.
-            Exec::Host => unsafe { host::axpy(self, other, alpha) },
-            #[cfg(feature = "cuda")]
-            Exec::Cuda => super::cuda::axpy(self, other, alpha),
-        }
+        let site = Location::caller();
+        write_through(self, site, |y| axpy_into(y, other, alpha, site))
     }
 
-    /// Sets every element to zero, in place (any dtype).
+    /// Sets every element to zero, in place (any dtype; through a view, only the
+    /// view's elements).
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let t = Tensor::ones(&[2, 3], &Device::host().unwrap()).unwrap();
+    /// t.narrow(1, 1, 1).unwrap().zero_().unwrap(); // the middle column
+    /// assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0, 0.0, 1.0, 1.0, 0.0, 1.0]);
+    /// ```
     pub fn zero_(&self) -> Result<(), TensorError> {
         if crate::grad::is_grad_enabled() && self.requires_grad() {
             return Err(TensorError::Autograd(
                 "zero_ changes in place a tensor that requires grad while grad mode is on; do it under no_grad".into(),
             ));
         }
-        if self.nbytes() > 0 {
-            // SAFETY: the tensor's own storage, on its stream.
-            unsafe {
-                self.device()
-                    .backend()
-                    .memset(self.addr(), 0, self.nbytes(), self.stream())?
-            };
+        if self.nbytes() == 0 {
+            return Ok(());
+        }
+        let zeros = if self.is_contiguous() {
+            self.clone()
+        } else {
+            alloc_like(self.shape(), self.dtype(), self, Location::caller())?
+        };
+        // SAFETY: the contiguous range of `zeros` (this tensor or a fresh one), on this
+        // tensor's stream.
+        unsafe {
+            self.device()
+                .backend()
+                .memset(zeros.addr(), 0, zeros.nbytes(), self.stream())?
+        };
+        if !self.is_contiguous() {
+            strided_copy(self, &zeros)?;
         }
         Ok(())
     }
@@ -590,6 +649,6 @@ impl Tensor {
     /// Sets every element to `value`, in place.
     pub fn fill_(&self, value: f64) -> Result<(), TensorError> {
         check_in_place("fill_", self)?;
-        launch_scalar(BinaryOp::Right, self, self, value)
+        scalar_into(BinaryOp::Right, self, value)
     }
 }

@@ -3,15 +3,17 @@
 //! `matrixmultiply`'s `sgemm`/`dgemm`.
 //!
 //! Callers guarantee what the `unsafe` accessors need: the tensors are on the host
-//! backend, have the element type asked for, and an output does not overlap an input
-//! (outputs are fresh allocations; in-place operations copy an overlapping operand
-//! first).
+//! backend, have the element type asked for, are contiguous (views are gathered first,
+//! see `strided`) except where a kernel takes strides (`binary`'s operands, `matmul`,
+//! `strided_copy`), and an output does not overlap an input (outputs are fresh
+//! allocations; in-place operations copy an overlapping operand first).
 
 use std::ops::{Add, AddAssign, Div, Mul, Neg, Sub};
 
 use super::super::{DType, Element, Tensor, TensorError};
 use super::broadcast::Broadcast;
 use super::elementwise::{BinaryOp, UnaryOp};
+use super::strided::CopyPlan;
 
 /// The float element types the host kernels compute in.
 pub(crate) trait Float:
@@ -91,6 +93,10 @@ float!(f64, matrixmultiply::dgemm);
 /// `t` is on the host backend, holds `T`, and nothing writes it meanwhile.
 pub(crate) unsafe fn slice<T: Element>(t: &Tensor) -> &[T] {
     debug_assert_eq!(t.dtype(), T::DTYPE);
+    debug_assert!(
+        t.is_contiguous(),
+        "a host kernel read a non-contiguous tensor"
+    );
     // SAFETY: the caller's promise; host addresses are pointers aligned to 256 bytes.
     unsafe { std::slice::from_raw_parts(t.addr().0 as *const T, t.numel()) }
 }
@@ -102,6 +108,10 @@ pub(crate) unsafe fn slice<T: Element>(t: &Tensor) -> &[T] {
 #[allow(clippy::mut_from_ref)]
 pub(crate) unsafe fn slice_mut<T: Element>(t: &Tensor) -> &mut [T] {
     debug_assert_eq!(t.dtype(), T::DTYPE);
+    debug_assert!(
+        t.is_contiguous(),
+        "a host kernel wrote a non-contiguous tensor"
+    );
     // SAFETY: the caller's promise.
     unsafe { std::slice::from_raw_parts_mut(t.addr().0 as *mut T, t.numel()) }
 }
@@ -136,8 +146,9 @@ fn apply<T: Float>(op: BinaryOp, x: T, y: T) -> T {
     }
 }
 
-/// `out = a op b` following a broadcast plan. `out` may be `a` itself (in place), in
-/// which case `a`'s plan strides are contiguous.
+/// `out = a op b` following a broadcast plan (which holds the operands' strides: they
+/// may be views). `out` is contiguous; it may be `a` itself (in place), in which case
+/// `a` is contiguous too.
 ///
 /// # Safety
 /// See the module documentation; `out` may alias `a` only element for element.
@@ -148,6 +159,7 @@ pub(crate) unsafe fn binary(
     a: &Tensor,
     b: &Tensor,
 ) -> Result<(), TensorError> {
+    debug_assert!(out.is_contiguous());
     with_float!(out.dtype(), T => {
         let (o, pa, pb) = (out.addr().0 as *mut T, a.addr().0 as *const T, b.addr().0 as *const T);
         let total = out.numel();
@@ -202,6 +214,7 @@ pub(crate) unsafe fn scalar(
     a: &Tensor,
     s: f64,
 ) -> Result<(), TensorError> {
+    debug_assert!(out.is_contiguous() && a.is_contiguous());
     with_float!(out.dtype(), T => {
         let (o, pa) = (out.addr().0 as *mut T, a.addr().0 as *const T);
         let s = T::of(s);
@@ -502,37 +515,38 @@ pub(crate) unsafe fn nll_backward(
     })
 }
 
-/// `c = op(a) @ op(b)`; `a` is `[m, k]` (`[k, m]` when `ta`), `b` is `[k, n]` (`[n, k]`
-/// when `tb`).
+/// `c = A @ B` for the `m×k` matrix `A` whose element `(i, l)` is at
+/// `a.addr() + i·rsa + l·csa` elements, `B` (`k×n`) likewise, and `c` a fresh
+/// contiguous `m×n` tensor. Any strides: views (transposed, narrowed) are read in place.
 ///
 /// # Safety
-/// See the module documentation.
+/// See the module documentation; the strides keep every element inside its tensor.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn matmul(
     c: &Tensor,
     a: &Tensor,
+    (rsa, csa): (usize, usize),
     b: &Tensor,
+    (rsb, csb): (usize, usize),
     m: usize,
     k: usize,
     n: usize,
-    ta: bool,
-    tb: bool,
 ) -> Result<(), TensorError> {
+    debug_assert!(c.is_contiguous());
     with_float!(c.dtype(), T => {
-        let (rsa, csa) = if ta { (1, m as isize) } else { (k as isize, 1) };
-        let (rsb, csb) = if tb { (1, k as isize) } else { (n as isize, 1) };
-        // SAFETY: the shapes were checked against m, k, n; c is a fresh m×n tensor.
+        // SAFETY: the shapes were checked against m, k, n and the strides are the
+        // operands' own; c is a fresh m×n tensor.
         unsafe {
             T::gemm(
                 m,
                 k,
                 n,
                 a.addr().0 as *const T,
-                rsa,
-                csa,
+                rsa as isize,
+                csa as isize,
                 b.addr().0 as *const T,
-                rsb,
-                csb,
+                rsb as isize,
+                csb as isize,
                 c.addr().0 as *mut T,
                 n as isize,
                 1,
@@ -542,26 +556,65 @@ pub(crate) unsafe fn matmul(
     })
 }
 
-/// `out = a` transposed, `a` being `[r, c]`.
+/// `dst = src` element for element following a copy plan (the strides of both), for
+/// any dtype (elements are moved as 1-, 2-, 4- or 8-byte words).
 ///
 /// # Safety
-/// See the module documentation.
-pub(crate) unsafe fn transpose(
-    out: &Tensor,
-    a: &Tensor,
-    r: usize,
-    c: usize,
+/// See the module documentation; `dst` and `src` do not overlap and the plan's strides
+/// keep every element inside them.
+pub(crate) unsafe fn strided_copy(
+    dst: &Tensor,
+    src: &Tensor,
+    plan: &CopyPlan,
 ) -> Result<(), TensorError> {
-    with_float!(out.dtype(), T => {
-        // SAFETY: a fresh output and its input.
-        let (o, a) = unsafe { (slice_mut::<T>(out), slice::<T>(a)) };
-        for i in 0..r {
-            for j in 0..c {
-                o[j * r + i] = a[i * c + j];
+    let (d, s) = (dst.addr().0, src.addr().0);
+    // SAFETY: the caller's promise; host addresses of elements are aligned to their size.
+    unsafe {
+        match dst.dtype().size() {
+            1 => copy_words::<u8>(d as *mut u8, s as *const u8, plan),
+            2 => copy_words::<u16>(d as *mut u16, s as *const u16, plan),
+            4 => copy_words::<u32>(d as *mut u32, s as *const u32, plan),
+            8 => copy_words::<u64>(d as *mut u64, s as *const u64, plan),
+            other => {
+                return Err(TensorError::Unsupported(format!(
+                    "strided copy of {other}-byte elements"
+                )));
             }
         }
-        Ok(())
-    })
+    }
+    Ok(())
+}
+
+/// The loop of [`strided_copy`]: the innermost dimension in a loop, the outer ones
+/// advanced like an odometer.
+///
+/// # Safety
+/// As [`strided_copy`].
+unsafe fn copy_words<E: Copy>(d: *mut E, s: *const E, plan: &CopyPlan) {
+    let nd = plan.dims.len();
+    let (inner, id, is) = (plan.dims[nd - 1], plan.dst[nd - 1], plan.src[nd - 1]);
+    let outer: usize = plan.dims[..nd - 1].iter().product();
+    let mut idx = vec![0usize; nd];
+    let (mut od, mut os) = (0usize, 0usize);
+    for _ in 0..outer {
+        for j in 0..inner {
+            // SAFETY: the plan keeps every offset inside its tensor.
+            unsafe { *d.add(od + j * id) = *s.add(os + j * is) };
+        }
+        let mut k = nd - 1;
+        while k > 0 {
+            k -= 1;
+            idx[k] += 1;
+            od += plan.dst[k];
+            os += plan.src[k];
+            if idx[k] < plan.dims[k] {
+                break;
+            }
+            od -= plan.dst[k] * plan.dims[k];
+            os -= plan.src[k] * plan.dims[k];
+            idx[k] = 0;
+        }
+    }
 }
 
 /// One AdamW step in place (decoupled weight decay, bias-corrected moments).

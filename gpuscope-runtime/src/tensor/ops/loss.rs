@@ -5,6 +5,7 @@ use std::panic::Location;
 
 use crate::autograd::{record_saving, should_record};
 
+use super::strided::contiguous_raw;
 use super::{Exec, Site, Tensor, TensorError, alloc_like, check_float, exec_of, host};
 use crate::tensor::DType;
 
@@ -44,21 +45,24 @@ fn check_targets(
 /// Negative log-likelihood given log-probabilities, mean over rows.
 fn nll_at(logp: &Tensor, targets: &Tensor, site: Site) -> Result<Tensor, TensorError> {
     let (rows, cols) = check_targets("nll_loss", logp, targets)?;
+    // The kernels read both in order: views are gathered first.
+    let (dense, targets) = (contiguous_raw(logp, site)?, &contiguous_raw(targets, site)?);
     let out = alloc_like(&[], logp.dtype(), logp, site)?;
     // Host: the targets are checked and read once, and kept for the backward step.
     let host_targets = match exec_of("nll_loss", logp)? {
         Exec::Host => {
             let t = host::targets("nll_loss", targets, cols)?;
-            // SAFETY: a fresh scalar output and its host input.
-            unsafe { host::nll(&out, logp, &t, cols)? };
+            // SAFETY: a fresh scalar output and its contiguous host input.
+            unsafe { host::nll(&out, &dense, &t, cols)? };
             Some(t)
         }
         #[cfg(feature = "cuda")]
         Exec::Cuda => {
-            super::cuda::nll(&out, logp, targets, rows, cols, site)?;
+            super::cuda::nll(&out, &dense, targets, rows, cols, site)?;
             None
         }
     };
+    drop(dense);
     if !should_record(&[logp]) {
         return Ok(out);
     }

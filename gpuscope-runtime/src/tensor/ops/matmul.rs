@@ -1,5 +1,12 @@
 //! Matrix products of 2-D tensors, either operand optionally transposed on the fly (no
 //! copy): the host through `matrixmultiply`, CUDA through cuBLAS.
+//!
+//! Operands may be views: a transposed view (`w.t()`) or a narrowed one is read in
+//! place through its strides, without a copy. The host reads any strides; cuBLAS
+//! takes a matrix whose rows or columns are contiguous (its leading dimension is the
+//! other stride), which every transposed or narrowed view of a contiguous matrix is;
+//! an operand that is neither (a permutation of a larger tensor, say) is gathered
+//! first.
 
 use std::panic::Location;
 
@@ -55,12 +62,83 @@ pub(crate) fn matmul_raw(
         return Ok(out);
     }
     match exec_of("matmul", a)? {
-        // SAFETY: host tensors whose shapes match m, k, n; `out` is fresh.
-        Exec::Host => unsafe { host::matmul(&out, a, b, m, k, n, ta, tb)? },
+        // SAFETY: host tensors whose shapes match m, k, n, read through their own
+        // strides; `out` is fresh.
+        Exec::Host => unsafe {
+            host::matmul(
+                &out,
+                a,
+                host_strides(a, ta),
+                b,
+                host_strides(b, tb),
+                m,
+                k,
+                n,
+            )?
+        },
         #[cfg(feature = "cuda")]
-        Exec::Cuda => super::cuda::matmul(&out, a, b, m, k, n, ta, tb)?,
+        Exec::Cuda => {
+            let (a, b) = (blas_operand(a, ta, site)?, blas_operand(b, tb, site)?);
+            super::cuda::matmul(&out, &a, &b, m, k, n)?
+        }
     }
     Ok(out)
+}
+
+/// The row and column strides of `op(t)` (`t` 2-D, transposed when `t_flag`).
+fn host_strides(t: &Tensor, t_flag: bool) -> (usize, usize) {
+    let (s0, s1) = (t.strides()[0], t.strides()[1]);
+    if t_flag { (s1, s0) } else { (s0, s1) }
+}
+
+/// How a 2-D `[rows, cols]` layout with `strides` lies for BLAS: `Some((false, ld))`
+/// row-major (element `(i, j)` at `i·ld + j`), `Some((true, ld))` column-major (at
+/// `i + j·ld`), with `ld` at least the length of a row (a column); `None` when it is
+/// neither. The stride of a dimension of size 1 never matters.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn blas_layout(shape: &[usize], strides: &[usize]) -> Option<(bool, usize)> {
+    let (r, c, s0, s1) = (shape[0], shape[1], strides[0], strides[1]);
+    if c <= 1 || s1 == 1 {
+        let ld = if r <= 1 { c.max(1) } else { s0 };
+        if ld >= c.max(1) {
+            return Some((false, ld));
+        }
+    }
+    if r <= 1 || s0 == 1 {
+        let ld = if c <= 1 { r.max(1) } else { s1 };
+        if ld >= r.max(1) {
+            return Some((true, ld));
+        }
+    }
+    None
+}
+
+/// A matmul operand as cuBLAS takes it: a row-major matrix at `tensor.addr()` with
+/// leading dimension `ld`, used transposed when `transposed`.
+#[cfg(feature = "cuda")]
+pub(crate) struct BlasOperand {
+    pub tensor: Tensor,
+    pub transposed: bool,
+    pub ld: usize,
+}
+
+/// `op(t)` (transposed when `t_flag`) as a cuBLAS operand: `t` itself when its layout
+/// allows (a transposed view is the transposed flag flipped), else a contiguous copy.
+#[cfg(feature = "cuda")]
+fn blas_operand(t: &Tensor, t_flag: bool, site: Site) -> Result<BlasOperand, TensorError> {
+    if let Some((column_major, ld)) = blas_layout(t.shape(), t.strides()) {
+        return Ok(BlasOperand {
+            tensor: t.clone(),
+            transposed: t_flag ^ column_major,
+            ld,
+        });
+    }
+    let dense = super::strided::contiguous_raw(t, site)?;
+    Ok(BlasOperand {
+        ld: dense.shape()[1].max(1),
+        tensor: dense,
+        transposed: t_flag,
+    })
 }
 
 fn matmul_at(
@@ -108,7 +186,9 @@ fn matmul_at(
 }
 
 impl Tensor {
-    /// The matrix product `self @ other` of `[m, k]` and `[k, n]`: `[m, n]`.
+    /// The matrix product `self @ other` of `[m, k]` and `[k, n]`: `[m, n]`. Either
+    /// operand may be a view: `x.matmul(&w.t()?)` reads `w` transposed in place and
+    /// allocates only the result.
     ///
     /// ```
     /// use gpuscope_runtime::{Device, Tensor};
@@ -116,7 +196,8 @@ impl Tensor {
     /// let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2], &dev).unwrap();
     /// let b = Tensor::from_slice(&[5.0f32, 6.0, 7.0, 8.0], &[2, 2], &dev).unwrap();
     /// assert_eq!(a.matmul(&b).unwrap().to_vec::<f32>().unwrap(), vec![19.0, 22.0, 43.0, 50.0]);
-    /// // a @ bᵀ without materialising bᵀ:
+    /// // a @ bᵀ without materialising bᵀ, through a view or the flag:
+    /// assert_eq!(a.matmul(&b.t().unwrap()).unwrap().to_vec::<f32>().unwrap(), vec![17.0, 23.0, 39.0, 53.0]);
     /// assert_eq!(a.matmul_t(&b, false, true).unwrap().to_vec::<f32>().unwrap(), vec![17.0, 23.0, 39.0, 53.0]);
     /// ```
     #[track_caller]
@@ -126,7 +207,8 @@ impl Tensor {
 
     /// `op(self) @ op(other)` where `op` transposes when its flag is set: `self` is
     /// `[k, m]` when `transpose_self`, `other` is `[n, k]` when `transpose_other`. What a
-    /// linear layer's backward needs (`x @ Wᵀ`, `Gᵀ @ x`), without copies.
+    /// linear layer's backward needs (`x @ Wᵀ`, `Gᵀ @ x`), without copies; the same as
+    /// [`matmul`](Tensor::matmul) of [`t()`](Tensor::t) views.
     #[track_caller]
     pub fn matmul_t(
         &self,
@@ -141,5 +223,27 @@ impl Tensor {
             transpose_other,
             Location::caller(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::blas_layout;
+
+    #[test]
+    fn blas_layouts_of_views() {
+        // Contiguous [3, 4]; its transpose; a narrowed one (row stride 10).
+        assert_eq!(blas_layout(&[3, 4], &[4, 1]), Some((false, 4)));
+        assert_eq!(blas_layout(&[4, 3], &[1, 4]), Some((true, 4)));
+        assert_eq!(blas_layout(&[3, 4], &[10, 1]), Some((false, 10)));
+        assert_eq!(blas_layout(&[4, 3], &[1, 10]), Some((true, 10)));
+        // Size-1 dimensions take any stride.
+        assert_eq!(blas_layout(&[1, 4], &[1, 1]), Some((false, 4)));
+        assert_eq!(blas_layout(&[4, 1], &[1, 1]), Some((false, 1)));
+        assert_eq!(blas_layout(&[1, 1], &[7, 9]), Some((false, 1)));
+        // Neither rows nor columns contiguous: a strided slice of a 3-D tensor.
+        assert_eq!(blas_layout(&[3, 4], &[8, 2]), None);
+        // Rows that would overlap.
+        assert_eq!(blas_layout(&[3, 4], &[2, 1]), None);
     }
 }

@@ -7,6 +7,22 @@
 //! input's stream. When grad mode is on and an input requires grad, the operation
 //! records its backward step ([`crate::autograd`]).
 //!
+//! Views (PyTorch's semantics): `transpose`/`t`, `transpose_dims`, `permute`, `narrow`,
+//! `view` and (on contiguous tensors) `reshape` share storage and allocate nothing.
+//! Every operation accepts non-contiguous views and gives the results it gives on
+//! their [`contiguous`](Tensor::contiguous) copies:
+//! - read in place, through their strides: `matmul`/`matmul_t` (a transposed or
+//!   narrowed view is a flag and a leading dimension for `matrixmultiply` or cuBLAS;
+//!   on CUDA an operand whose rows and columns are both strided is gathered), the binary
+//!   operations `add`/`sub`/`mul`/`div` with broadcasting (and the second operand of
+//!   the in-place ones), the views themselves;
+//! - gathered into a contiguous temporary first: unary operations and activations,
+//!   scalar operations, reductions, `softmax`/`log_softmax`, the losses, the
+//!   optimizers' updates (`add_scaled_`, AdamW);
+//! - in place on a view (`add_`, `sub_`, `mul_`, `mul_scalar_`, `add_scalar_`,
+//!   `add_scaled_`, `fill_`, `zero_`): computed into a contiguous temporary and
+//!   scattered back, so the storage the view shares changes, as in PyTorch.
+//!
 //! Where things live:
 //! - `elementwise`: `add`/`sub`/`mul`/`div` with broadcasting, scalar forms, `neg`,
 //!   `relu`, `gelu` (tanh approximation), `exp`, `log`, and the in-place `add_`, `sub_`,
@@ -15,10 +31,16 @@
 //!   over the last axis.
 //! - `loss`: `cross_entropy` (logits `[n, c]`, `i64` or `i32` targets `[n]`),
 //!   `nll_loss`, `mse_loss`.
-//! - `matmul`: 2-D matrix products, with either operand transposed on the fly.
-//! - `shape`: `reshape` (a view), `transpose` of 2-D (a copy), `detach`.
-//! - `host`: the host kernels (plain loops; `matrixmultiply` for matmul), `f32`/`f64`.
-//! - `cuda`: launches of the CUDA kernels of [`crate::tensor::kernels`] and cuBLAS, `f32`/`f64`.
+//! - `matmul`: 2-D matrix products, with either operand transposed on the fly (a flag,
+//!   or a transposed view).
+//! - `shape`: views (`transpose`/`t`, `transpose_dims`, `permute`, `narrow`, `view`),
+//!   `reshape` (a view, or a copy of a non-contiguous tensor), `contiguous`, `detach`.
+//! - `strided`: the strided copy between two layouts (gather and scatter) and the
+//!   helpers that let operations take views.
+//! - `host`: the host kernels (plain loops; `matrixmultiply` for matmul), `f32`/`f64`
+//!   (the strided copy: any dtype).
+//! - `cuda`: launches of the CUDA kernels of [`crate::tensor::kernels`] and cuBLAS, `f32`/`f64`
+//!   (the strided copy: any dtype).
 //!
 //! Supported element types: `f32` and `f64` on both devices. Other dtypes give
 //! [`TensorError::Unsupported`].
@@ -42,6 +64,7 @@ mod loss;
 mod matmul;
 mod reduce;
 mod shape;
+mod strided;
 
 use std::panic::Location;
 
@@ -50,6 +73,7 @@ use crate::backend::DeviceKind;
 use super::{DType, Tensor, TensorError};
 
 pub(crate) use elementwise::{BinaryOp, add_in_place_raw, add_raw, copy_at, full_like};
+pub(crate) use strided::{contiguous_raw, strided_copy};
 
 /// The line that called the public operation: the creation site of its outputs.
 pub(crate) type Site = &'static Location<'static>;
@@ -118,13 +142,29 @@ pub(crate) fn alloc_like(
     Tensor::empty_at(shape, dtype, like.device(), like.stream(), site)
 }
 
-/// Whether the byte ranges of two tensors overlap (views of one storage do).
+/// The bytes from a tensor's first element to the end of its last one (for a
+/// non-contiguous view, a range with gaps).
+fn byte_span(t: &Tensor) -> (u64, u64) {
+    let start = t.addr().0;
+    if t.numel() == 0 {
+        return (start, start);
+    }
+    let last: usize = t
+        .shape()
+        .iter()
+        .zip(t.strides())
+        .map(|(&d, &s)| (d - 1) * s)
+        .sum();
+    (start, start + ((last + 1) * t.dtype().size()) as u64)
+}
+
+/// Whether the byte ranges of two tensors overlap (views of one storage may; two
+/// interleaved views count as overlapping).
 pub(crate) fn overlaps(a: &Tensor, b: &Tensor) -> bool {
     if a.device() != b.device() || a.nbytes() == 0 || b.nbytes() == 0 {
         return false;
     }
-    let (a0, a1) = (a.addr().0, a.addr().0 + a.nbytes() as u64);
-    let (b0, b1) = (b.addr().0, b.addr().0 + b.nbytes() as u64);
+    let ((a0, a1), (b0, b1)) = (byte_span(a), byte_span(b));
     a0 < b1 && b0 < a1
 }
 
@@ -173,17 +213,26 @@ pub(crate) fn adamw_(
             });
         }
     }
-    // The gradient may share storage with nothing the step writes; moments are the
-    // optimizer's own.
+    // The moments are the optimizer's own (contiguous, from `full_like`).
+    if !m.is_contiguous() || !v.is_contiguous() {
+        return Err(TensorError::InvalidArgument {
+            op: "adamw",
+            reason: "the moments must be contiguous tensors".into(),
+        });
+    }
+    let site = Location::caller();
+    // The gradient may share storage with nothing the step writes, and is read in
+    // order.
     let g = if overlaps(p, g) || overlaps(m, g) || overlaps(v, g) {
-        copy_at(g, Location::caller())?
+        copy_at(g, site)?
     } else {
-        g.clone()
+        contiguous_raw(g, site)?
     };
-    match exec_of("adamw", p)? {
-        // SAFETY: four distinct host tensors of one float dtype and shape.
+    // A parameter that is a view is updated through a contiguous temporary.
+    strided::write_through(p, site, |p| match exec_of("adamw", p)? {
+        // SAFETY: four distinct contiguous host tensors of one float dtype and shape.
         Exec::Host => unsafe { host::adamw(p, &g, m, v, h) },
         #[cfg(feature = "cuda")]
         Exec::Cuda => cuda::adamw(p, &g, m, v, h),
-    }
+    })
 }

@@ -1,11 +1,13 @@
 //! Reductions (`sum`, `mean`, over everything or one axis) and `softmax`/`log_softmax`
-//! over the last axis.
+//! over the last axis. A non-contiguous input is gathered first.
 
 use std::panic::Location;
 
 use crate::autograd::{record, record_saving, should_record};
 
 use super::elementwise::{BinaryOp, expand_raw};
+use super::shape::reshape_raw;
+use super::strided::contiguous_raw;
 use super::{
     Exec, Site, Tensor, TensorError, alloc_like, axis_index, check_float, check_pair, exec_of, host,
 };
@@ -19,6 +21,7 @@ pub(crate) fn sum_axis_raw(
     site: Site,
 ) -> Result<Tensor, TensorError> {
     check_float("sum", t)?;
+    let t = &contiguous_raw(t, site)?;
     let shape = t.shape();
     let outer: usize = shape[..axis].iter().product();
     let len = shape[axis];
@@ -53,6 +56,7 @@ fn reduce_into(
 /// `scale · Σ` of every element, as a tensor of shape `[]`.
 fn sum_all_raw(t: &Tensor, scale: f64, site: Site) -> Result<Tensor, TensorError> {
     check_float("sum", t)?;
+    let t = &contiguous_raw(t, site)?;
     let out = alloc_like(&[], t.dtype(), t, site)?;
     reduce_into(&out, t, 1, t.numel(), 1, scale)?;
     Ok(out)
@@ -66,7 +70,7 @@ fn spread(
     scale: f64,
     site: Site,
 ) -> Result<Tensor, TensorError> {
-    let g = g.view_with(keep_shape.to_vec(), None);
+    let g = reshape_raw(g, keep_shape, site)?;
     let out = expand_raw(&g, input_shape, site)?;
     if scale != 1.0 {
         super::elementwise::scalar_into(BinaryOp::Mul, &out, scale)?;
@@ -128,6 +132,7 @@ fn softmax_raw(t: &Tensor, log: bool, site: Site) -> Result<Tensor, TensorError>
             reason: "needs at least one dimension (it works over the last one)".into(),
         });
     }
+    let t = &contiguous_raw(t, site)?;
     let cols = t.shape()[t.ndim() - 1];
     let out = alloc_like(t.shape(), t.dtype(), t, site)?;
     match exec_of(name, t)? {
@@ -147,6 +152,7 @@ pub(crate) fn softmax_backward_raw(
     site: Site,
 ) -> Result<Tensor, TensorError> {
     check_pair("softmax backward", g, y)?;
+    let (g, y) = (&contiguous_raw(g, site)?, &contiguous_raw(y, site)?);
     let cols = y.shape()[y.ndim() - 1];
     let out = alloc_like(y.shape(), y.dtype(), y, site)?;
     match exec_of("softmax backward", y)? {
