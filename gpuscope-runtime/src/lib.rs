@@ -18,8 +18,9 @@
 //! - [`scope`]: per-thread scopes that own the tensors made inside them, escape by
 //!   return, [`keep`], leak reports through `tracing`, [`report_live`].
 //! - [`grad`]: grad mode ([`no_grad`]).
-//! - [`autograd`]: the recorded graph and `Tensor::backward`; saved tensors live exactly as long as the graph.
-//! - [`optim`]: optimizers ([`Sgd`](optim::Sgd), [`AdamW`](optim::AdamW)) and [`fit_batch_size`](optim::fit_batch_size).
+//! - [`autograd`]: the recorded graph and `Tensor::backward`; saved tensors live exactly as long as the graph,
+//!   and `backward()` refuses those changed in place since they were saved ([`Tensor::version`]).
+//! - [`optim`]: optimizers ([`Sgd`], [`AdamW`]) and [`fit_batch_size`].
 //! - [`trace`]: record an allocator's trace and replay traces through it.
 //!
 //! ```

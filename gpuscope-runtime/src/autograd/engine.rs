@@ -9,7 +9,7 @@ use crate::grad::GradModeGuard;
 use crate::tensor::ops::{self, Site};
 use crate::tensor::{Tensor, TensorError};
 
-use super::{Edge, Node};
+use super::{Edge, Node, check_saved_versions};
 
 fn key(n: &Arc<Node>) -> *const Node {
     Arc::as_ptr(n)
@@ -77,15 +77,22 @@ fn run(root: Arc<Node>, seed: Tensor, site: Site) -> Result<(), TensorError> {
     // them; their saved tensors are freed all the same).
     let mut ready: Vec<(Arc<Node>, Option<Tensor>)> = vec![(root, Some(seed))];
     while let Some((node, grad)) = ready.pop() {
+        // The views listed for `for_each_graph_tensor` go with the step; first, the
+        // step's inputs must be what they were when it was recorded. A failed check
+        // frees nothing: the node (and what it saved) goes with the graph.
+        let saved = {
+            let mut listed = node.saved.lock().unwrap_or_else(|e| e.into_inner());
+            if grad.is_some() {
+                check_saved_versions(&node, &listed)?;
+            }
+            std::mem::take(&mut *listed)
+        };
         let step = node
             .backward
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        // The views listed for `for_each_graph_tensor` go with the step.
-        drop(std::mem::take(
-            &mut *node.saved.lock().unwrap_or_else(|e| e.into_inner()),
-        ));
+        drop(saved);
         let Some(step) = step else {
             return Err(TensorError::Autograd(format!(
                 "backward through the graph a second time: `{}` (at {}:{}) was freed by an earlier backward(); \

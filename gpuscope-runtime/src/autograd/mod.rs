@@ -24,10 +24,20 @@
 //! them so they can move along with the returned tensor (`keep` each one, or have the
 //! scope's escape walk them).
 //!
-//! Not tracked: changing a saved tensor in place before `backward()` (an optimizer
-//! step between forward and backward) silently changes the gradients; PyTorch's
-//! version counters are not implemented. In-place operations on tensors that require
-//! grad are refused while grad mode is on.
+//! In-place changes (PyTorch's version counters): every storage counts the in-place
+//! writes it has had ([`Tensor::version`]; views, clones and [`Tensor::detach`]ed
+//! aliases share the count). A node notes the version of each tensor it saves, and
+//! `backward()` checks them (one atomic load each) before it runs the node's step: a
+//! saved tensor changed in the meantime — by an in-place operation on it or on any
+//! view of its storage, by a `copy_from` into it, by an optimizer step between the
+//! forward pass and `backward()` — would give wrong gradients, so `backward()` fails
+//! with [`TensorError::Autograd`] naming the operation that saved it and its line, the
+//! tensor's dtype and shape, and the versions then and now. Make the change out of
+//! place, on a [`deep_clone`](Tensor::deep_clone) (a `clone()` shares storage), or
+//! after `backward()`. The failed pass leaves the graph's memory to be freed as usual,
+//! when its outputs are dropped. Changing tensors that no node saved (the inputs of
+//! `add`, `sum`, views...) is fine. In-place operations on tensors that require grad
+//! are refused while grad mode is on.
 //!
 //! Gradients of leaves are accumulated: a leaf without `.grad` gets the gradient
 //! (a tensor of its own: made at the `backward()` line, and adopted by the scope
@@ -45,6 +55,19 @@
 //! loss.backward().unwrap();
 //! assert_eq!(w.grad().unwrap().to_vec::<f32>().unwrap(), vec![4.0, 5.0, 6.0]);
 //! assert!(x.grad().is_none()); // x does not require grad
+//! ```
+//!
+//! A saved tensor changed before `backward()`:
+//!
+//! ```
+//! use gpuscope_runtime::{Device, Tensor};
+//! let dev = Device::host().unwrap();
+//! let w = Tensor::from_slice(&[1.0f32, 2.0, 3.0], &[3], &dev).unwrap().set_requires_grad(true);
+//! let x = Tensor::from_slice(&[4.0f32, 5.0, 6.0], &[3], &dev).unwrap();
+//! let loss = w.mul(&x).unwrap().sum().unwrap(); // mul saves x (w's gradient is x)
+//! x.mul_scalar_(2.0).unwrap(); // x is now at version 1
+//! let err = loss.backward().unwrap_err().to_string();
+//! assert!(err.contains("`mul`") && err.contains("version 1"), "{err}");
 //! ```
 
 mod engine;
@@ -81,10 +104,24 @@ pub struct Node {
     /// The output's shape (what the incoming gradient must have).
     shape: Vec<usize>,
     backward: Mutex<Option<BackwardFn>>,
-    /// Views of the tensors `backward` holds (for [`Tensor::for_each_graph_tensor`]);
-    /// emptied with it.
-    saved: Mutex<Vec<Tensor>>,
+    /// Views of the tensors `backward` holds, with their versions when saved (for
+    /// [`Tensor::for_each_graph_tensor`], and checked before the step runs); emptied
+    /// with it.
+    saved: Mutex<Vec<Saved>>,
     edges: Vec<Edge>,
+}
+
+/// A tensor saved for a backward step, and its storage's version when it was saved.
+pub(crate) struct Saved {
+    tensor: Tensor,
+    version: u64,
+}
+
+impl Saved {
+    fn new(tensor: Tensor) -> Saved {
+        let version = tensor.version();
+        Saved { tensor, version }
+    }
 }
 
 impl Node {
@@ -142,16 +179,17 @@ pub(crate) fn record(
     site: Site,
     backward: impl FnOnce(&Tensor, &[bool], Site) -> Result<Grads, TensorError> + Send + 'static,
 ) -> Tensor {
-    record_saving(out, name, inputs, Vec::new(), site, backward)
+    record_saving(out, name, inputs, std::iter::empty(), site, backward)
 }
 
-/// As [`record`], for a backward step that holds the tensors `saved` (views of them):
-/// they are listed by [`Tensor::for_each_graph_tensor`] until the step runs.
+/// As [`record`], for a backward step that holds the tensors `saved` (views of them,
+/// every tensor it reads): they are listed by [`Tensor::for_each_graph_tensor`] until
+/// the step runs, and their versions, noted now, are checked before it runs.
 pub(crate) fn record_saving(
     out: Tensor,
     name: &'static str,
     inputs: &[&Tensor],
-    saved: Vec<Tensor>,
+    saved: impl IntoIterator<Item = Tensor>,
     site: Site,
     backward: impl FnOnce(&Tensor, &[bool], Site) -> Result<Grads, TensorError> + Send + 'static,
 ) -> Tensor {
@@ -160,10 +198,41 @@ pub(crate) fn record_saving(
         site,
         shape: out.shape().to_vec(),
         backward: Mutex::new(Some(Box::new(backward))),
-        saved: Mutex::new(saved),
+        saved: Mutex::new(saved.into_iter().map(Saved::new).collect()),
         edges: inputs.iter().map(|t| edge_of(t)).collect(),
     };
     out.with_grad_fn(Arc::new(node))
+}
+
+/// Checks that no tensor `node` saved has been changed in place since it was saved
+/// (one atomic load each): the backward step would compute the gradient from the
+/// changed values.
+fn check_saved_versions(node: &Node, saved: &[Saved]) -> Result<(), TensorError> {
+    for (i, s) in saved.iter().enumerate() {
+        let now = s.tensor.version();
+        if now != s.version {
+            return Err(TensorError::Autograd(format!(
+                "a tensor needed for gradient computation has been modified by an in-place \
+                 operation: the {}{:?} tensor that `{}` at {}:{} saved for backward (saved \
+                 tensor {} of {}) is at version {now}, but was saved at version {}. Something \
+                 wrote it (or a view or detach() of its storage) in place after `{}` ran and \
+                 before backward(): add_, mul_scalar_, copy_from, an optimizer's step()... \
+                 Make that change out of place (x.add(..) rather than x.add_(..)), make it on \
+                 a deep_clone() (clone() shares storage), or make it after backward() \
+                 (optimizer.step() after loss.backward())",
+                s.tensor.dtype(),
+                s.tensor.shape(),
+                node.name,
+                node.site.file(),
+                node.site.line(),
+                i + 1,
+                saved.len(),
+                s.version,
+                node.name,
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl Tensor {
@@ -214,8 +283,8 @@ impl Tensor {
                 // Walked already: neither it nor anything behind it holds memory.
                 continue;
             }
-            for t in node.saved.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-                f(t);
+            for s in node.saved.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+                f(&s.tensor);
             }
             for e in &node.edges {
                 if let Edge::Node(c) = e

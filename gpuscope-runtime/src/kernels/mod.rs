@@ -11,7 +11,7 @@
 //! - [`blas_for`]: a cuBLAS handle bound to one stream of one device.
 //!
 //! Every failure (no NVRTC library, a compile error with its log, a driver or cuBLAS
-//! error) comes back as a [`BackendError`], never a panic.
+//! error) comes back as a [`BackendError`](crate::backend::BackendError), never a panic.
 
 #[cfg(feature = "cuda")]
 mod cache;

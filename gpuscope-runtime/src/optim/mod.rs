@@ -12,6 +12,11 @@
 //! the line that called `step()`, and adopted by the enclosing scope like
 //! [`keep`](crate::keep) does; every later step allocates nothing.
 //!
+//! In-place updates count as writes ([`Tensor::version`]): a step adds one to the
+//! version of each parameter it updates (and of its state), so a graph recorded before
+//! the step that saved a parameter (a matmul's weight) refuses `backward()` instead of
+//! computing gradients from the new values. Call `step()` after `backward()`.
+//!
 //! Gradient accumulation over `k` micro-batches needs nothing special: `backward()`
 //! adds into existing gradients in place, so run `k` forward/backward passes (scaling
 //! each loss by `1/k`), then one `step()` and `zero_grad()`.

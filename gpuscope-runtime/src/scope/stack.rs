@@ -333,6 +333,12 @@ impl ScopeOptions {
 
 /// An open scope; closes when dropped (also on early return, `?`, and panic).
 ///
+/// Closing it moves returned and kept tensors to the parent scope, reports the rest
+/// (by its leak policy), and records a fence on every stream its tensors were made or
+/// recorded on ([`CachingAllocator::record_fence`](crate::alloc::CachingAllocator::record_fence)):
+/// memory they gave back on a stream goes to other streams only once that fence has
+/// completed. With `sync` it then waits for those streams.
+///
 /// `#[gpu_scope]` makes one at the top of the function and hands it the return value
 /// through [`ScopeGuard::escape`]. By hand:
 ///

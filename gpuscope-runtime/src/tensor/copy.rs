@@ -104,7 +104,7 @@ impl Tensor {
                 return Ok(out);
             }
             // Gathered on this device, then copied across.
-            out.copy_from(&contiguous_raw(self, site)?)?;
+            out.copy_from_raw(&contiguous_raw(self, site)?)?;
             return Ok(out);
         }
         if device == self.device() {
@@ -150,7 +150,9 @@ impl Tensor {
 
     /// Copies `src`'s data into this tensor (same dtype and number of elements; the
     /// elements in logical order, so the shapes may differ). Either may be a view: a
-    /// copy into a view writes the storage it shares.
+    /// copy into a view writes the storage it shares. An in-place operation: it adds
+    /// one to the storage's [`version`](Tensor::version) (also when `src` holds the same
+    /// elements), so a graph that saved this tensor refuses `backward()`.
     ///
     /// ```
     /// use gpuscope_runtime::{Device, Tensor};
@@ -159,8 +161,17 @@ impl Tensor {
     /// let src = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2], &dev).unwrap();
     /// t.t().unwrap().copy_from(&src).unwrap(); // written through the transposed view
     /// assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0, 3.0, 2.0, 4.0]);
+    /// assert_eq!(t.version(), 1); // one in-place write
     /// ```
     pub fn copy_from(&self, src: &Tensor) -> Result<(), TensorError> {
+        self.copy_from_raw(src)?;
+        self.increment_version();
+        Ok(())
+    }
+
+    /// [`copy_from`](Tensor::copy_from) without counting the write in the version (for
+    /// tensors an operation has just made).
+    pub(crate) fn copy_from_raw(&self, src: &Tensor) -> Result<(), TensorError> {
         if src.dtype() != self.dtype() {
             return Err(TensorError::DType {
                 actual: src.dtype(),
@@ -182,7 +193,7 @@ impl Tensor {
         }
         if src.device() == self.device() && overlaps(self, src) {
             // Contiguous ranges of one storage that overlap: through a temporary.
-            return self.copy_from(&contiguous_copy(src)?);
+            return self.copy_from_raw(&contiguous_copy(src)?);
         }
         if src.device() == self.device() {
             // SAFETY: distinct storages of the same size on one device.
@@ -209,14 +220,14 @@ impl Tensor {
         Ok(())
     }
 
-    /// `copy_from` where either tensor is a view.
+    /// `copy_from_raw` where either tensor is a view.
     fn copy_strided_from(&self, src: &Tensor) -> Result<(), TensorError> {
         let site = Location::caller();
         if src.device() != self.device() {
             // Gathered on the source's device, copied across contiguous, scattered here.
             let src = contiguous_raw(src, site)?;
             if self.is_contiguous() {
-                return self.copy_from(&src);
+                return self.copy_from_raw(&src);
             }
             let staged = Tensor::empty_at(
                 self.shape(),
@@ -225,7 +236,7 @@ impl Tensor {
                 self.stream(),
                 site,
             )?;
-            staged.copy_from(&src)?;
+            staged.copy_from_raw(&src)?;
             return strided_copy(self, &staged);
         }
         // One device: the elements of `src` in `self`'s shape (a gather when the

@@ -22,6 +22,13 @@ use super::{Element, Tensor, TensorError};
 /// Take the view of `t.contiguous()?` instead, and after a kernel that writes it, copy
 /// the result back with `t.copy_from(&dense)`.
 ///
+/// Writes and autograd: cudarc calls that write through `device_ptr_mut` (copies into
+/// the view, memsets, cuBLAS outputs) add one to the tensor's
+/// [`version`](Tensor::version), like gpuscope's in-place operations. A kernel argument
+/// (`arg(&view)`) is a bare pointer that may be read or written: after a kernel that
+/// writes the tensor, call [`t.increment_version()`](Tensor::increment_version), so that
+/// a graph that saved the old values refuses `backward()`.
+///
 /// ```no_run
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use cudarc::driver::{LaunchConfig, PushKernelArg, DeviceSlice};
@@ -38,6 +45,7 @@ use super::{Element, Tensor, TensorError};
 /// launch.arg(&view).arg(&n);
 /// unsafe { launch.launch(LaunchConfig::for_num_elems(1024))? };
 /// drop(view);
+/// t.increment_version(); // the kernel wrote `t`
 /// assert_eq!(t.to_vec::<f32>()?, vec![2.0; 1024]);
 /// # Ok(()) }
 /// ```
@@ -48,7 +56,9 @@ pub struct CudaView<'a, T> {
     ptr: CUdeviceptr,
     len: usize,
     stream: Arc<CudaStream>,
-    _tensor: PhantomData<&'a mut T>,
+    /// The tensor whose version a write through `device_ptr_mut` counts.
+    tensor: &'a Tensor,
+    _elem: PhantomData<&'a mut T>,
 }
 
 impl Tensor {
@@ -88,7 +98,8 @@ impl Tensor {
             ptr: self.addr().0,
             len: self.numel(),
             stream: cuda.cuda_stream(self.stream())?,
-            _tensor: PhantomData,
+            tensor: self,
+            _elem: PhantomData,
         })
     }
 }
@@ -114,6 +125,9 @@ impl<T> DevicePtr<T> for CudaView<'_, T> {
 impl<T> DevicePtrMut<T> for CudaView<'_, T> {
     fn device_ptr_mut<'a>(&'a mut self, stream: &'a CudaStream) -> (CUdeviceptr, SyncOnDrop<'a>) {
         let _ = stream;
+        // A write (cudarc's copies and memsets, cuBLAS outputs): one more version, as for
+        // gpuscope's own in-place operations.
+        self.tensor.increment_version();
         (self.ptr, SyncOnDrop::Sync(None))
     }
 }

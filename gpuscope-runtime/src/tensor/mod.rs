@@ -6,7 +6,9 @@
 //! Every tensor an operation or a constructor makes is contiguous (row-major);
 //! [views](ops) such as [`Tensor::transpose`], [`Tensor::permute`] or
 //! [`Tensor::narrow`] share the storage under other strides and allocate nothing, and
-//! [`Tensor::contiguous`] makes a contiguous copy when one is needed.
+//! [`Tensor::contiguous`] makes a contiguous copy when one is needed. Views share the
+//! storage's version counter too ([`Tensor::version`]): an in-place write through any
+//! of them counts for all, which autograd checks for the tensors it saved.
 //!
 //! ```
 //! use gpuscope_runtime::{Device, Tensor};
@@ -16,6 +18,7 @@
 //! assert!(wt.same_storage(&w) && !wt.is_contiguous());
 //! wt.mul_scalar_(10.0).unwrap(); // in place through the view
 //! assert_eq!(w.to_vec::<f32>().unwrap(), vec![10.0, 20.0, 30.0, 40.0, 50.0, 60.0]);
+//! assert_eq!(w.version(), 1); // one in-place write of the shared storage
 //! ```
 //!
 //! Where things live:
@@ -123,8 +126,9 @@ pub enum TensorError {
         reason: String,
     },
     /// Autograd was used in a way it cannot follow: `backward()` twice through one
-    /// graph, on a tensor that needs no gradient, an in-place change of a tensor that
-    /// requires grad while grad mode is on.
+    /// graph, on a tensor that needs no gradient, through a tensor saved for backward
+    /// and changed in place since (see [`Tensor::version`]), an in-place change of a
+    /// tensor that requires grad while grad mode is on.
     #[error("autograd: {0}")]
     Autograd(String),
 }
@@ -441,6 +445,52 @@ impl Tensor {
     /// Whether two tensors share storage (clones and views of one another).
     pub fn same_storage(&self, other: &Tensor) -> bool {
         Arc::ptr_eq(&self.inner.storage, &other.inner.storage)
+    }
+
+    /// The version counter of its storage (PyTorch's `_version`): 0 when the storage is
+    /// made, plus one for every in-place operation that has written it since, through
+    /// this tensor or anything that shares its storage (clones, views such as
+    /// [`t`](Tensor::t) or [`narrow`](Tensor::narrow), [`detach`](Tensor::detach)ed
+    /// aliases). Counted: `add_`, `sub_`, `mul_`, `mul_scalar_`, `add_scalar_`,
+    /// `add_scaled_`, `fill_`, `zero_`, [`copy_from`](Tensor::copy_from), the
+    /// optimizers' updates of parameters and their state, gradient accumulation into an
+    /// existing `.grad`, and cudarc writes through a `CudaView` (`device_ptr_mut`);
+    /// a kernel of your own that writes a tensor it got as a launch argument
+    /// (`arg(&view)`) should call [`increment_version`](Tensor::increment_version).
+    ///
+    /// [Autograd](crate::autograd) notes the version of every tensor it saves for
+    /// backward, and `backward()` fails if it has changed: the gradient would be
+    /// computed from the changed values.
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let dev = Device::host().unwrap();
+    /// let w = Tensor::zeros(&[2, 3], &dev).unwrap();
+    /// assert_eq!(w.version(), 0);
+    /// w.add_scalar_(1.0).unwrap();
+    /// w.t().unwrap().mul_scalar_(2.0).unwrap(); // through a view: the same counter
+    /// assert_eq!(w.version(), 2);
+    /// assert_eq!(w.detach().version(), 2);
+    /// let copy = w.deep_clone().unwrap(); // new storage, a counter of its own
+    /// assert_eq!(copy.version(), 0);
+    /// ```
+    pub fn version(&self) -> u64 {
+        self.inner.storage.version()
+    }
+
+    /// Counts a change of its elements that gpuscope did not make (PyTorch's
+    /// `torch.autograd.graph.increment_version`): call it after your own kernel wrote
+    /// the tensor through a `CudaView` passed as a launch argument, so that
+    /// `backward()` refuses a graph that saved the old values.
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let t = Tensor::ones(&[4], &Device::host().unwrap()).unwrap();
+    /// t.increment_version();
+    /// assert_eq!(t.version(), 1);
+    /// ```
+    pub fn increment_version(&self) {
+        self.inner.storage.bump_version();
     }
 }
 

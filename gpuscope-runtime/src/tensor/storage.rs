@@ -1,17 +1,21 @@
-//! A tensor's storage: a device buffer, and (with tracking on) the record that the
-//! scopes follow. Dropping the storage returns the buffer to the allocator's cache and
-//! marks the record dropped.
+//! A tensor's storage: a device buffer, its version counter (shared by every view), and
+//! (with tracking on) the record that the scopes follow. Dropping the storage returns
+//! the buffer to the allocator's cache and marks the record dropped.
 
 use crate::backend::StreamId;
 use crate::device::{Device, DeviceBuffer};
 use crate::scope::{self, SlotRef};
 use std::panic::Location;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::{DType, TensorError};
 
 pub(crate) struct Storage {
     pub buffer: DeviceBuffer,
     pub record: Option<SlotRef>,
+    /// How many in-place writes the buffer has had (autograd compares it with the value
+    /// it saw when it saved a tensor).
+    version: AtomicU64,
 }
 
 impl Storage {
@@ -34,7 +38,23 @@ impl Storage {
             scope::note_untracked(device, stream);
             None
         };
-        Ok(Storage { buffer, record })
+        Ok(Storage {
+            buffer,
+            record,
+            version: AtomicU64::new(0),
+        })
+    }
+
+    /// The number of in-place writes so far.
+    #[inline]
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
+    /// Counts one in-place write.
+    #[inline]
+    pub fn bump_version(&self) {
+        self.version.fetch_add(1, Ordering::Release);
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Binary operations read views through their strides (no copy); unary and scalar ones
 //! gather a non-contiguous input first. In-place updates of a view write through to
-//! the storage it shares.
+//! the storage it shares. Each in-place update counts one write in the storage's
+//! [version](Tensor::version).
 
 use std::panic::Location;
 
@@ -202,7 +203,8 @@ pub(crate) fn full_like(t: &Tensor, value: f64, site: Site) -> Result<Tensor, Te
 /// A contiguous copy of `t` in new storage on its device and stream.
 pub(crate) fn copy_at(t: &Tensor, site: Site) -> Result<Tensor, TensorError> {
     let out = alloc_like(t.shape(), t.dtype(), t, site)?;
-    out.copy_from(t)?;
+    // A new tensor: its version stays 0.
+    out.copy_from_raw(t)?;
     Ok(out)
 }
 
@@ -321,6 +323,30 @@ fn axpy_into(y: &Tensor, x: &Tensor, alpha: f64, site: Site) -> Result<(), Tenso
     }
 }
 
+/// Sets `t`'s elements to zero (through a view too); nothing recorded, no checks of
+/// grad mode, its version left alone (for tensors an operation has just made).
+pub(crate) fn zero_raw(t: &Tensor, site: Site) -> Result<(), TensorError> {
+    if t.nbytes() == 0 {
+        return Ok(());
+    }
+    let zeros = if t.is_contiguous() {
+        t.clone()
+    } else {
+        alloc_like(t.shape(), t.dtype(), t, site)?
+    };
+    // SAFETY: the contiguous range of `zeros` (`t` itself or a fresh tensor), on `t`'s
+    // stream.
+    unsafe {
+        t.device()
+            .backend()
+            .memset(zeros.addr(), 0, zeros.nbytes(), t.stream())?
+    };
+    if !t.is_contiguous() {
+        strided_copy(t, &zeros)?;
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------
 // Recorded operations.
 
@@ -340,9 +366,10 @@ pub(crate) fn binary_at(
         _ => None,
     };
     let listed = saved
-        .iter()
-        .flat_map(|(a, b)| [a.clone(), b.clone()])
-        .collect();
+        .as_ref()
+        .map(|(a, b)| [a.clone(), b.clone()])
+        .into_iter()
+        .flatten();
     Ok(record_saving(
         out,
         op.name(),
@@ -427,7 +454,7 @@ fn unary_at(op: UnaryOp, a: &Tensor, site: Site) -> Result<Tensor, TensorError> 
         UnaryOp::Exp | UnaryOp::Sqrt => Some(out.detach()),
         _ => Some(a.detach()),
     };
-    let listed = saved.iter().cloned().collect();
+    let listed = saved.clone();
     Ok(record_saving(
         out,
         op.name(),
@@ -547,7 +574,9 @@ impl Tensor {
     }
 
     /// `self += other` in place (`other` broadcast to this shape). Not recorded: it is
-    /// an error on a tensor that requires grad while grad mode is on.
+    /// an error on a tensor that requires grad while grad mode is on. Like every
+    /// in-place operation it adds one to the storage's [`version`](Tensor::version), so
+    /// a graph that saved this tensor (or a view of its storage) refuses `backward()`.
     ///
     /// ```
     /// use gpuscope_runtime::{Device, Tensor};
@@ -625,24 +654,8 @@ impl Tensor {
                 "zero_ changes in place a tensor that requires grad while grad mode is on; do it under no_grad".into(),
             ));
         }
-        if self.nbytes() == 0 {
-            return Ok(());
-        }
-        let zeros = if self.is_contiguous() {
-            self.clone()
-        } else {
-            alloc_like(self.shape(), self.dtype(), self, Location::caller())?
-        };
-        // SAFETY: the contiguous range of `zeros` (this tensor or a fresh one), on this
-        // tensor's stream.
-        unsafe {
-            self.device()
-                .backend()
-                .memset(zeros.addr(), 0, zeros.nbytes(), self.stream())?
-        };
-        if !self.is_contiguous() {
-            strided_copy(self, &zeros)?;
-        }
+        zero_raw(self, Location::caller())?;
+        self.increment_version();
         Ok(())
     }
 

@@ -71,11 +71,7 @@ fn nll_at(logp: &Tensor, targets: &Tensor, site: Site) -> Result<Tensor, TensorE
     // The gradient's device, stream and dtype (holding `logp` itself would keep it alive).
     let (device, stream, dtype) = (logp.device().clone(), logp.stream(), logp.dtype());
     // On CUDA the targets stay on the device until the backward step.
-    let listed = if host_targets.is_none() {
-        vec![targets.clone()]
-    } else {
-        Vec::new()
-    };
+    let listed = host_targets.is_none().then(|| targets.clone());
     let targets = if host_targets.is_none() {
         Some(targets)
     } else {

@@ -157,7 +157,7 @@ fn matmul_at(
         out,
         "matmul",
         &[a, b],
-        vec![sa.clone(), sb.clone()],
+        [sa.clone(), sb.clone()],
         site,
         move |g, needs, site| {
             // C = op(A) op(B): dop(A) = G op(B)ᵀ, dop(B) = op(A)ᵀ G; transposed back

@@ -23,6 +23,12 @@
 //!   `add_scaled_`, `fill_`, `zero_`): computed into a contiguous temporary and
 //!   scattered back, so the storage the view shares changes, as in PyTorch.
 //!
+//! Every in-place operation (those above, `copy_from`, the optimizers' updates,
+//! autograd's accumulation into an existing `.grad`) adds one to the
+//! [version](Tensor::version) of the storage it writes, whichever view it writes
+//! through; autograd refuses to run a backward step whose saved tensors have changed
+//! since they were saved. Operations that make new tensors leave them at version 0.
+//!
 //! Where things live:
 //! - `elementwise`: `add`/`sub`/`mul`/`div` with broadcasting, scalar forms, `neg`,
 //!   `relu`, `gelu` (tanh approximation), `exp`, `log`, and the in-place `add_`, `sub_`,
@@ -194,7 +200,8 @@ pub(crate) struct AdamWStep {
     pub bias2: f64,
 }
 
-/// One fused AdamW update of `p` (with gradient `g` and moments `m`, `v`) in place.
+/// One fused AdamW update of `p` (with gradient `g` and moments `m`, `v`) in place: one
+/// write in the version of each of `p`, `m` and `v`.
 pub(crate) fn adamw_(
     p: &Tensor,
     g: &Tensor,
@@ -228,11 +235,16 @@ pub(crate) fn adamw_(
     } else {
         contiguous_raw(g, site)?
     };
-    // A parameter that is a view is updated through a contiguous temporary.
+    // A parameter that is a view is updated through a contiguous temporary (which
+    // counts the write in its version).
     strided::write_through(p, site, |p| match exec_of("adamw", p)? {
         // SAFETY: four distinct contiguous host tensors of one float dtype and shape.
         Exec::Host => unsafe { host::adamw(p, &g, m, v, h) },
         #[cfg(feature = "cuda")]
         Exec::Cuda => cuda::adamw(p, &g, m, v, h),
-    })
+    })?;
+    // The kernel wrote the moments in place too.
+    m.increment_version();
+    v.increment_version();
+    Ok(())
 }

@@ -174,7 +174,7 @@ pub(crate) fn softmax_at(t: &Tensor, log: bool, site: Site) -> Result<Tensor, Te
         out,
         if log { "log_softmax" } else { "softmax" },
         &[t],
-        vec![y.clone()],
+        [y.clone()],
         site,
         move |g, _, site| Ok(vec![Some(softmax_backward_raw(g, &y, log, site)?)]),
     ))

@@ -19,6 +19,7 @@ use std::panic::Location;
 
 use crate::autograd::{record, should_record};
 
+use super::elementwise::zero_raw;
 use super::strided::{contiguous_raw, strided_copy};
 use super::{Site, Tensor, TensorError, alloc_like, axis_index};
 
@@ -288,7 +289,7 @@ impl Tensor {
         Ok(record(out, "narrow", &[self], site, move |g, _, site| {
             // Zeros of the input's shape, the gradient written into the narrowed range.
             let full = alloc_like(&shape, g.dtype(), g, site)?;
-            full.zero_()?;
+            zero_raw(&full, site)?;
             strided_copy(&narrowed(&full, d, start, len), g)?;
             Ok(vec![Some(full)])
         }))

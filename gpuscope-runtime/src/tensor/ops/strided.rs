@@ -6,7 +6,7 @@
 //! optimizers' updates) get contiguous operands: [`contiguous_raw`] gathers a view
 //! into a new tensor first. In-place operations on a view compute into a contiguous
 //! temporary and scatter it back ([`write_through`]), so they change the shared storage
-//! as PyTorch's do.
+//! as PyTorch's do, and count one write in its version.
 
 use crate::backend::DeviceKind;
 
@@ -121,23 +121,51 @@ pub(crate) fn contiguous_raw(t: &Tensor, site: Site) -> Result<Tensor, TensorErr
 
 /// Runs the in-place update `f` on `t`: directly when `t` is contiguous; else on a
 /// contiguous copy that is then written back through the view (so the storage `t`
-/// shares changes, as in PyTorch).
+/// shares changes, as in PyTorch). Counts one write in the storage's version when it
+/// succeeds (what autograd checks): every in-place operation goes through here once,
+/// or counts its write itself.
 pub(crate) fn write_through(
     t: &Tensor,
     site: Site,
     f: impl FnOnce(&Tensor) -> Result<(), TensorError>,
 ) -> Result<(), TensorError> {
     if t.is_contiguous() {
-        return f(t);
+        f(t)?;
+    } else {
+        let dense = contiguous_raw(t, site)?;
+        f(&dense)?;
+        strided_copy(t, &dense)?;
     }
-    let dense = contiguous_raw(t, site)?;
-    f(&dense)?;
-    strided_copy(t, &dense)
+    t.increment_version();
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Device;
+
+    #[test]
+    fn write_through_counts_one_write_when_it_succeeds() {
+        let dev = Device::host().unwrap();
+        let t = Tensor::zeros(&[2, 3], &dev).unwrap();
+        let site = std::panic::Location::caller();
+        // Contiguous: written directly.
+        write_through(&t, site, |_| Ok(())).unwrap();
+        assert_eq!(t.version(), 1);
+        // A view: through a temporary and a scatter, still one write, of the base.
+        let view = t.t().unwrap();
+        write_through(&view, site, |dense| {
+            assert!(!dense.same_storage(&t), "a contiguous temporary");
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!((t.version(), view.version()), (2, 2));
+        // A failed update counts nothing.
+        let failed = write_through(&view, site, |_| Err(TensorError::Unsupported("no".into())));
+        assert!(failed.is_err());
+        assert_eq!(t.version(), 2);
+    }
 
     #[test]
     fn plans_merge_what_both_layouts_walk_alike() {
