@@ -25,12 +25,15 @@ done > "$out/tests.txt" 2>&1
 bash bench/compare_torch.sh .device-bin/gpuscope "$out/cmp" tests/data/traces/*.csv > /dev/null 2>&1
 .device-bin/gpuscope replay --backend cuda --format json --warm-passes 10 tests/data/traces/*.csv > "$out/cmp/gpuscope_passes10.jsonl"
 
-# 3. Training: gpuscope (tracking off, the release default; and on), PyTorch's twin.
+# 3. Training: gpuscope (tracking on, the example's default; and off), PyTorch's twin.
 .device-bin/train --device cuda --timeline "$out/timeline.svg" > "$out/train_cuda.txt" 2>&1
-GPUSCOPE_TRACK=1 .device-bin/train --device cuda --timeline /tmp/t.svg > "$out/train_cuda_tracked.txt" 2>&1
+.device-bin/train --device cuda --no-tracking --timeline /tmp/t.svg > "$out/train_cuda_untracked.txt" 2>&1
 python3 bench/torch_mlp.py > "$out/torch_mlp.txt" 2>&1
 .device-bin/train --device cuda --hidden 1024 --batch-size 1024 --samples 100000 --epochs 3 --timeline /tmp/t.svg > "$out/train_cuda_1024.txt" 2>&1
 python3 bench/torch_mlp.py --hidden 1024 --batch-size 1024 --samples 100000 --epochs 3 > "$out/torch_mlp_1024.txt" 2>&1
+# What tracking costs a step, end to end: paired rounds of 20 steps on and off (alternating).
+.device-bin/train --device cuda --epochs 1 --tracking-ab 300 --timeline /tmp/t.svg > "$out/tracking_ab.txt" 2>&1
+.device-bin/train --device cuda --hidden 1024 --batch-size 1024 --samples 100000 --epochs 1 --tracking-ab 150 --timeline /tmp/t.svg > "$out/tracking_ab_1024.txt" 2>&1
 
 # 4. compute-sanitizer memcheck over a short training run.
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
@@ -39,4 +42,5 @@ tar czf "$1/gpu.tgz" -C "$1" gpu
 grep -hE "test result|FAILED|panicked" "$out/tests.txt" | sort | uniq -c
 tail -3 "$out/memcheck.txt"
 grep -h "warm steps\|ms/step" "$out"/train_cuda*.txt "$out"/torch_mlp*.txt
+grep -h "tracking A/B" "$out"/tracking_ab*.txt
 cat "$out/cmp/table.md"

@@ -31,7 +31,7 @@
 //! |---|---|
 //! | `name = "train_step"` | the scope's name in reports (default: the function's name) |
 //! | `leaks = "warn"` / `"deny"` / `"allow"` | what a leak does: report it, report it and panic at exit, or nothing (default: the process-wide policy, `GPUSCOPE_LEAKS`, `warn` unless set) |
-//! | `sync` (or `sync = true` / `sync = false`) | at exit, wait for the GPU streams the scope's tensors were made on |
+//! | `sync` (or `sync = true` / `sync = false`) | at exit, wait for the GPU streams the scope's tensors were made or recorded on |
 //! | `device = <expr>` | the device the scope runs on, see below |
 //! | `allow(rule, ..)`, `warn(..)`, `deny(..)` | levels of gpuscope's lint rules for this function, see [Lints](#lints) |
 //!
@@ -40,8 +40,12 @@
 //! to, a `Device` (`device = &self.device`, `device = dev`, an `Arc<Device>`...): a wrong
 //! type is a compile error at the expression. It is borrowed only for that moment. With
 //! `sync`, the scope also waits for that whole device at exit (before its leak report),
-//! which covers work on streams no tracked tensor was made on and works with tracking
-//! off (release builds), where the scope does not know its tensors' streams.
+//! which covers work on streams none of the scope's tensors was made or recorded on.
+//!
+//! At exit every scope records a fence (an event) on each stream its tensors were made
+//! or recorded on: memory they gave back goes to other streams once the fence has
+//! completed, without a stream synchronisation. `sync` waits for those streams too, with
+//! tracking on or off.
 //!
 //! ## Expansion
 //!

@@ -31,8 +31,10 @@ fn best_picks_cuda_when_present_else_host_and_logs_the_choice() {
         .finish();
     let device = tracing::subscriber::with_default(subscriber, || Device::best().unwrap());
     let log = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
-    let cuda_expected =
-        cfg!(feature = "cuda") && gpuscope_runtime::backend::cuda::unavailable_reason().is_none();
+    #[cfg(feature = "cuda")]
+    let cuda_expected = gpuscope_runtime::backend::cuda::unavailable_reason().is_none();
+    #[cfg(not(feature = "cuda"))]
+    let cuda_expected = false;
     if cuda_expected {
         assert_eq!(device.kind(), DeviceKind::Cuda);
         assert!(log.contains("using CUDA device 0"), "{log}");
