@@ -32,7 +32,9 @@ python3 bench/torch_mlp.py > "$out/torch_mlp.txt" 2>&1
 .device-bin/train --device cuda --hidden 1024 --batch-size 1024 --samples 100000 --epochs 3 --timeline /tmp/t.svg > "$out/train_cuda_1024.txt" 2>&1
 python3 bench/torch_mlp.py --hidden 1024 --batch-size 1024 --samples 100000 --epochs 3 > "$out/torch_mlp_1024.txt" 2>&1
 # What tracking costs a step, end to end: paired rounds of 20 steps on and off (alternating).
-.device-bin/train --device cuda --epochs 1 --tracking-ab 300 --timeline /tmp/t.svg > "$out/tracking_ab.txt" 2>&1
+.device-bin/train --device cuda --epochs 1 --tracking-ab 600 --timeline /tmp/t.svg > "$out/tracking_ab.txt" 2>&1
+# The same with a stream fence at every scope exit (no fence_interval_us limit).
+GPUSCOPE_ALLOC_CONF=fence_interval_us:0 .device-bin/train --device cuda --epochs 1 --tracking-ab 600 --timeline /tmp/t.svg > "$out/tracking_ab_every_fence.txt" 2>&1
 .device-bin/train --device cuda --hidden 1024 --batch-size 1024 --samples 100000 --epochs 1 --tracking-ab 150 --timeline /tmp/t.svg > "$out/tracking_ab_1024.txt" 2>&1
 
 # 4. compute-sanitizer memcheck over a short training run.
@@ -42,5 +44,5 @@ tar czf "$1/gpu.tgz" -C "$1" gpu
 grep -hE "test result|FAILED|panicked" "$out/tests.txt" | sort | uniq -c
 tail -3 "$out/memcheck.txt"
 grep -h "warm steps\|ms/step" "$out"/train_cuda*.txt "$out"/torch_mlp*.txt
-grep -h "tracking A/B" "$out"/tracking_ab*.txt
+for f in "$out"/tracking_ab*.txt; do echo "$(basename "$f"): $(grep -h "tracking A/B" "$f")"; done
 cat "$out/cmp/table.md"

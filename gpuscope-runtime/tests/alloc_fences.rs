@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use gpuscope_runtime::alloc::{AllocError, CachingAllocator, MemoryStats, RawBlock};
+use gpuscope_runtime::alloc::{AllocConfig, AllocError, CachingAllocator, MemoryStats, RawBlock};
 use gpuscope_runtime::backend::test::{Counters, EventMode, TestBackend};
 use gpuscope_runtime::backend::{Backend, BackendError, StreamId};
 
@@ -31,7 +31,10 @@ fn setup(conf: &str, capacity: usize) -> Setup {
             .event_mode(EventMode::Manual)
             .build(),
     );
-    let alloc = CachingAllocator::new(dev.clone(), conf.parse().unwrap()).unwrap();
+    // A fence every time one is asked for (no `fence_interval_us` limit).
+    let mut config: AllocConfig = conf.parse().unwrap();
+    config.fence_interval_us = 0;
+    let alloc = CachingAllocator::new(dev.clone(), config).unwrap();
     let b = dev.create_stream().unwrap();
     Setup {
         dev,

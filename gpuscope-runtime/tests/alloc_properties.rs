@@ -486,6 +486,9 @@ impl Harness {
         vmm: bool,
         capacity: Option<usize>,
     ) -> Harness {
+        // The model expects a fence at every `record_fence` it asks for.
+        let mut config = config;
+        config.fence_interval_us = 0;
         let alloc =
             ManuallyDrop::new(CachingAllocator::new(backend.clone(), config.clone()).unwrap());
         assert_eq!(alloc.uses_virtual_memory(), vmm, "config {config:?}");

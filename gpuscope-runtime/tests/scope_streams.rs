@@ -41,7 +41,9 @@ fn device_with(conf: &str) -> (Arc<TestBackend>, Device, StreamId) {
             .event_mode(EventMode::Manual)
             .build(),
     );
-    let conf = conf.parse().expect("config");
+    let mut conf: gpuscope_runtime::alloc::AllocConfig = conf.parse().expect("config");
+    // A fence at every scope exit (the default allows one a millisecond per stream).
+    conf.fence_interval_us = 0;
     let dev = Device::with_backend(backend.clone(), conf).expect("device");
     let side = backend.create_stream().expect("stream");
     (backend, dev, side)
@@ -168,6 +170,27 @@ fn a_scope_fences_each_stream_its_tensors_used_once() {
     }
     assert_eq!(kept, 1);
     assert_eq!(dev.allocator().stats().num_fences, 3);
+}
+
+#[test]
+fn by_default_a_stream_gets_at_most_one_fence_a_millisecond() {
+    let _serial = serial();
+    set_tracking(true);
+    let backend = Arc::new(TestBackend::builder().build()); // events complete at once
+    let conf = "expandable_segments:False,fence_interval_us:3600000000"
+        .parse()
+        .expect("config");
+    let dev = Device::with_backend(backend.clone(), conf).expect("device");
+    for _ in 0..5 {
+        step(&backend, &dev, true);
+    }
+    assert_eq!(dev.allocator().stats().num_fences, 1, "one fence an hour");
+    let default = Device::with_backend(
+        Arc::new(TestBackend::builder().build()),
+        gpuscope_runtime::alloc::AllocConfig::default(),
+    )
+    .expect("device");
+    assert_eq!(default.allocator().config().fence_interval_us, 1000);
 }
 
 #[test]

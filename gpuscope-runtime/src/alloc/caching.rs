@@ -165,9 +165,11 @@ impl CachingAllocator {
     /// released segments) once the event completes, without waiting for the stream.
     ///
     /// Returns `Ok(true)` when an event was recorded; `Ok(false)` when none was needed
-    /// (nothing freed on `stream` since its last fence) or the stream's previous fence
+    /// (nothing freed on `stream` since its last fence), the stream's previous fence
     /// has not completed yet (at most one outstanding fence per stream is kept; a later
-    /// fence covers the frees). Fails on a stream the backend does not have, or when the
+    /// fence covers the frees), or the last one was recorded less than
+    /// `fence_interval_us` ago (configuration, default 1 ms: a fence costs an event
+    /// record and a query on CUDA, so a loop of short scopes pays for one now and then). Fails on a stream the backend does not have, or when the
     /// backend cannot create or record the event.
     ///
     /// Whenever free memory of a stream goes away (pages reclaimed for another request,

@@ -12,13 +12,18 @@
 //!   for each fence and destroyed with the allocator);
 //! - `completed`: the newest tick known to be complete on the stream: the tick of the
 //!   newest fence seen complete, or the tick at which the allocator synchronised the
-//!   stream.
+//!   stream;
+//! - when its last fence was recorded: a new one is recorded at most once per
+//!   `fence_interval_us` (configuration; each costs an event record and query on CUDA),
+//!   so a loop of short scopes pays for a fence now and then, not at every exit.
 //!
 //! Before memory freed at tick `t` goes away, [`Fences::cover`] says what to wait for:
 //! nothing when `t <= completed`; the outstanding fence's event when `t <= its tick`
 //! (which waits only for the work queued up to the fence, not for later work); else the
 //! whole stream. Events are queried (without blocking) only there and in
 //! `record_fence`, on the paths that give memory away, never on malloc or free.
+
+use std::time::{Duration, Instant};
 
 use crate::backend::{Backend, BackendError, EventId, StreamId};
 
@@ -47,6 +52,8 @@ struct StreamFence {
     completed: u64,
     /// The tick of the stream's last free.
     last_freed: u64,
+    /// When its last fence was recorded.
+    recorded_at: Option<Instant>,
 }
 
 /// Fence state of every stream. See the [module documentation](self).
@@ -85,15 +92,24 @@ impl Fences {
     }
 
     /// Records a fence on `stream` at `tick` when one is useful: something was freed on
-    /// the stream since its newest fence, and no fence is outstanding. Returns whether
-    /// an event was recorded.
+    /// the stream since its newest fence, no fence is outstanding, and the last one was
+    /// recorded at least `interval` ago (checked first: within it, no driver call at all).
+    /// Returns whether an event was recorded.
     pub fn record(
         &mut self,
         backend: &dyn Backend,
         stream: StreamId,
         tick: u64,
+        interval: Duration,
     ) -> Result<bool, BackendError> {
         let s = self.stream_mut(stream);
+        if !interval.is_zero() {
+            if let Some(at) = s.recorded_at {
+                if at.elapsed() < interval {
+                    return Ok(false);
+                }
+            }
+        }
         Self::poll(s, backend)?;
         if s.outstanding.is_some() || s.last_freed <= s.completed {
             return Ok(false);
@@ -109,6 +125,9 @@ impl Fences {
         // On failure nothing is outstanding; the event stays for the next fence.
         backend.record_event(event, stream)?;
         s.outstanding = Some(tick);
+        if !interval.is_zero() {
+            s.recorded_at = Some(Instant::now());
+        }
         Ok(true)
     }
 
@@ -190,7 +209,10 @@ impl AllocState {
     /// Records a fence on `stream` (see [`Fences::record`]).
     pub fn record_fence(&mut self, stream: StreamId) -> Result<bool, AllocError> {
         self.check_stream(stream)?;
-        let recorded = self.fences.record(&*self.backend, stream, self.tick)?;
+        let interval = Duration::from_micros(self.config.fence_interval_us);
+        let recorded = self
+            .fences
+            .record(&*self.backend, stream, self.tick, interval)?;
         if recorded {
             self.stats.num_fences += 1;
         }
@@ -233,22 +255,28 @@ mod tests {
     fn a_fence_is_recorded_only_when_it_covers_a_new_free() {
         let (dev, s) = manual();
         let mut f = Fences::default();
-        assert!(!f.record(&dev, s, 0).unwrap(), "nothing freed yet");
+        assert!(
+            !f.record(&dev, s, 0, Duration::ZERO).unwrap(),
+            "nothing freed yet"
+        );
         f.note_free(s, 3);
-        assert!(f.record(&dev, s, 3).unwrap());
+        assert!(f.record(&dev, s, 3, Duration::ZERO).unwrap());
         assert_eq!(dev.counters().event_records, 1);
         f.note_free(s, 4);
         assert!(
-            !f.record(&dev, s, 4).unwrap(),
+            !f.record(&dev, s, 4, Duration::ZERO).unwrap(),
             "the previous fence is outstanding"
         );
         dev.complete_stream(s);
         assert!(
-            f.record(&dev, s, 4).unwrap(),
+            f.record(&dev, s, 4, Duration::ZERO).unwrap(),
             "the free at 4 is not covered"
         );
         dev.complete_stream(s);
-        assert!(!f.record(&dev, s, 4).unwrap(), "nothing freed since");
+        assert!(
+            !f.record(&dev, s, 4, Duration::ZERO).unwrap(),
+            "nothing freed since"
+        );
         assert_eq!(dev.counters().event_records, 2);
     }
 
@@ -259,7 +287,7 @@ mod tests {
         assert_eq!(f.cover(&dev, s, 0).unwrap(), Cover::Done, "never used");
         assert_eq!(f.cover(&dev, s, 1).unwrap(), Cover::Stream);
         f.note_free(s, 5);
-        assert!(f.record(&dev, s, 5).unwrap());
+        assert!(f.record(&dev, s, 5, Duration::ZERO).unwrap());
         assert_eq!(f.cover(&dev, s, 5).unwrap(), Cover::Fence);
         assert_eq!(f.cover(&dev, s, 6).unwrap(), Cover::Stream, "freed after");
         f.wait(&dev, s).unwrap();
@@ -269,7 +297,7 @@ mod tests {
         assert_eq!(dev.counters().stream_syncs, 0);
 
         f.note_free(s, 7);
-        assert!(f.record(&dev, s, 7).unwrap());
+        assert!(f.record(&dev, s, 7, Duration::ZERO).unwrap());
         dev.complete_stream(s);
         assert_eq!(
             f.cover(&dev, s, 7).unwrap(),
@@ -287,15 +315,32 @@ mod tests {
         let (dev, s) = manual();
         let mut f = Fences::default();
         f.note_free(s, 1);
-        assert!(f.record(&dev, s, 1).unwrap());
+        assert!(f.record(&dev, s, 1, Duration::ZERO).unwrap());
         f.synced(s, 2);
         assert!(!f.is_outstanding(s));
         assert!(
-            !f.record(&dev, s, 2).unwrap(),
+            !f.record(&dev, s, 2, Duration::ZERO).unwrap(),
             "the sync covered every free"
         );
         f.destroy(&dev);
         // The event was destroyed: the backend no longer knows it.
         assert!(dev.query_event(EventId(0)).is_err());
+    }
+
+    #[test]
+    fn within_the_interval_no_fence_and_no_driver_call() {
+        let dev = TestBackend::builder().event_mode(EventMode::Manual).build();
+        let s = StreamId::DEFAULT;
+        let mut f = Fences::default();
+        let hour = Duration::from_secs(3600);
+        f.note_free(s, 1);
+        assert!(f.record(&dev, s, 1, hour).unwrap());
+        dev.complete_stream(s);
+        f.note_free(s, 2);
+        let records = dev.counters().event_records;
+        assert!(!f.record(&dev, s, 2, hour).unwrap(), "within the interval");
+        assert_eq!(dev.counters().event_records, records);
+        // Without a limit the same call records.
+        assert!(f.record(&dev, s, 2, Duration::ZERO).unwrap());
     }
 }
