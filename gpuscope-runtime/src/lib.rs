@@ -10,16 +10,18 @@
 //!   [`host`](backend::host) (the embedded default), [`test`](backend::test)
 //!   (deterministic, with fault injection).
 //! - [`alloc`]: the [`CachingAllocator`](alloc::CachingAllocator): pools, blocks,
-//!   segments, statistics, configuration, out-of-memory reports.
+//!   segments, stream fences, statistics, configuration, out-of-memory reports.
 //! - [`device`]: [`Device`], one allocator per device, and [`DeviceBuffer`].
 //! - [`tensor`]: [`Tensor`]: storage from the allocator, dtype, shape and strides (views
 //!   such as `transpose` share storage), device, stream;
 //!   constructors that remember the line that called them.
 //! - [`scope`]: per-thread scopes that own the tensors made inside them, escape by
-//!   return, [`keep`], leak reports through `tracing`, [`report_live`].
+//!   return, [`keep`], leak reports through `tracing`, [`report_live`]; a scope fences
+//!   the streams its tensors used when it exits.
 //! - [`grad`]: grad mode ([`no_grad`]).
-//! - [`autograd`]: the recorded graph and `Tensor::backward`; saved tensors live exactly as long as the graph,
-//!   and `backward()` refuses those changed in place since they were saved ([`Tensor::version`]).
+//! - [`autograd`]: the recorded graph and `Tensor::backward`; saved tensors live
+//!   exactly as long as the graph, and `backward()` refuses those changed in place
+//!   since they were saved ([`Tensor::version`]).
 //! - [`optim`]: optimizers ([`Sgd`], [`AdamW`]) and [`fit_batch_size`].
 //! - [`trace`]: record an allocator's trace and replay traces through it.
 //!

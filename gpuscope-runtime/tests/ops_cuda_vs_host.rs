@@ -243,10 +243,193 @@ fn losses() {
         ],
         |x| x[0].mse_loss(&x[1]),
     );
-    // A target out of range: an error on the host, NaN on CUDA.
-    let bad = Tensor::from_slice(&[0i64, 12], &[2], &dev).unwrap();
-    let l = randn(&[2, 10], 19, DType::F32).to_device(&dev).unwrap();
-    assert!(l.cross_entropy(&bad).unwrap().item().unwrap().is_nan());
+    // Targets out of range: `out_of_range_targets_*` below (on a device of their own).
+}
+
+/// A CUDA device of its own (its own backend, so its own error record: the errors a
+/// test provokes there never reach the read-backs of the tests sharing `cuda()`'s).
+fn private_cuda() -> Option<Device> {
+    cuda()?;
+    let backend = gpuscope_runtime::backend::cuda::CudaBackend::new(0).unwrap();
+    Some(
+        Device::with_backend(
+            std::sync::Arc::new(backend),
+            gpuscope_runtime::alloc::AllocConfig::default(),
+        )
+        .unwrap(),
+    )
+}
+
+/// Checks that `r` is the out-of-range report of `op` naming `row`, `target` and
+/// `classes`.
+fn expect_out_of_range<T: std::fmt::Debug>(
+    r: Result<T, TensorError>,
+    op: &str,
+    row: usize,
+    target: i64,
+    classes: usize,
+) -> String {
+    match r {
+        Err(TensorError::InvalidArgument { op: o, reason }) => {
+            assert_eq!(o, op, "{reason}");
+            for part in [
+                format!("target {target} at row {row} "),
+                format!("out of range for {classes} classes"),
+                format!("in 0..{classes}"),
+            ] {
+                assert!(reason.contains(&part), "{part:?} missing: {reason}");
+            }
+            reason
+        }
+        other => panic!("expected {op}'s out-of-range report, got {other:?}"),
+    }
+}
+
+#[test]
+fn out_of_range_targets_are_errors_on_the_host() {
+    let dev = host();
+    let logits = randn(&[3, 4], 19, DType::F32);
+    let cases: [(Tensor, usize, i64); 2] = [
+        (Tensor::from_slice(&[0i64, 4, 1], &[3], &dev).unwrap(), 1, 4),
+        (
+            Tensor::from_slice(&[0i32, 1, -1], &[3], &dev).unwrap(),
+            2,
+            -1,
+        ),
+    ];
+    for (t, row, v) in &cases {
+        for (op, r) in [
+            ("cross_entropy", logits.cross_entropy(t)),
+            ("nll_loss", logits.log_softmax().unwrap().nll_loss(t)),
+        ] {
+            // From the call itself.
+            match r {
+                Err(TensorError::InvalidArgument { op: o, reason }) => {
+                    assert_eq!(o, op);
+                    let part = format!("target {v} of row {row} is not a class index in 0..4");
+                    assert!(reason.contains(&part), "{reason}");
+                }
+                other => panic!("{op}: expected an error, got {other:?}"),
+            }
+        }
+    }
+}
+
+#[test]
+fn out_of_range_targets_are_reported_at_the_next_read_back_on_cuda() {
+    let Some(dev) = private_cuda() else { return };
+    let logits_h = randn(&[6, 10], 19, DType::F32);
+    let logits = logits_h.to_device(&dev).unwrap();
+    let good_h = Tensor::from_slice(&[0i64, 3, 9, 1, 2, 7], &[6], &host()).unwrap();
+    let good = good_h.to_device(&dev).unwrap();
+    let expected = logits_h.cross_entropy(&good_h).unwrap().item().unwrap();
+
+    // Too large (i64, cross_entropy): the call succeeds (it does not wait for the GPU);
+    // the next read-back reports it.
+    let bad = Tensor::from_slice(&[0i64, 3, 9, 1, 2, 12], &[6], &dev).unwrap();
+    let loss = logits.cross_entropy(&bad).unwrap();
+    expect_out_of_range(loss.item(), "cross_entropy", 5, 12, 10);
+    // Reported once: the record is cleared, and the loss itself is NaN.
+    assert!(loss.item().unwrap().is_nan());
+    let l = logits.cross_entropy(&good).unwrap().item().unwrap();
+    assert!((l - expected).abs() < 1e-5, "{l} vs {expected}");
+
+    // Negative (i32, nll_loss), reported by `to_vec`.
+    let bad32 = Tensor::from_slice(&[0i32, -3, 9, 1, 2, 7], &[6], &dev).unwrap();
+    let loss = logits.log_softmax().unwrap().nll_loss(&bad32).unwrap();
+    expect_out_of_range(loss.to_vec::<f32>(), "nll_loss", 1, -3, 10);
+    assert!(loss.to_vec::<f32>().unwrap()[0].is_nan());
+
+    // Several bad rows: one report (the first the GPU found), then nothing.
+    let many = Tensor::from_slice(&[10i64, -1, 11, 1, 2, 7], &[6], &dev).unwrap();
+    let loss = logits.cross_entropy(&many).unwrap();
+    match loss.item() {
+        Err(TensorError::InvalidArgument { op, reason }) => {
+            assert_eq!(op, "cross_entropy");
+            assert!(
+                [
+                    "target 10 at row 0",
+                    "target -1 at row 1",
+                    "target 11 at row 2"
+                ]
+                .iter()
+                .any(|p| reason.contains(p)),
+                "{reason}"
+            );
+        }
+        other => panic!("expected a report, got {other:?}"),
+    }
+    assert!(loss.item().unwrap().is_nan());
+
+    // A copy to another device waits too, and reports.
+    let loss = logits.cross_entropy(&bad).unwrap();
+    expect_out_of_range(loss.to_device(&host()), "cross_entropy", 5, 12, 10);
+    assert!(
+        logits
+            .cross_entropy(&good)
+            .unwrap()
+            .to_device(&host())
+            .unwrap()
+            .item()
+            .unwrap()
+            .is_finite()
+    );
+}
+
+#[test]
+fn out_of_range_targets_in_the_backward_step_on_cuda() {
+    let Some(dev) = private_cuda() else { return };
+    let logits_h = randn(&[6, 10], 19, DType::F32);
+    let good_h = Tensor::from_slice(&[0i64, 3, 9, 1, 2, 7], &[6], &host()).unwrap();
+    let bad = Tensor::from_slice(&[0i64, 3, 9, 1, 2, 12], &[6], &dev).unwrap();
+    // The host's gradient with row 5's target valid: rows 0..5 must match.
+    let xh = logits_h.clone().set_requires_grad(true);
+    xh.cross_entropy(&good_h).unwrap().backward().unwrap();
+    let gh = xh.grad().unwrap().to_vec::<f32>().unwrap();
+
+    // Forward and backward before any read-back: the forward's report comes first (the
+    // backward's is dropped while the record is taken), at the gradient's read-back.
+    let x = logits_h.to_device(&dev).unwrap().set_requires_grad(true);
+    let loss = x.cross_entropy(&bad).unwrap();
+    loss.backward().unwrap();
+    let reason = expect_out_of_range(
+        x.grad().unwrap().to_vec::<f32>(),
+        "cross_entropy",
+        5,
+        12,
+        10,
+    );
+    assert!(reason.contains("by the loss kernel"), "{reason}");
+    // Then the gradient reads: row 5 is zero (nothing read out of bounds), the others
+    // are the host's.
+    let g = x.grad().unwrap().to_vec::<f32>().unwrap();
+    assert!(g[50..].iter().all(|&v| v == 0.0), "{:?}", &g[50..]);
+    close(
+        "cross_entropy backward",
+        "grad rows 0..5",
+        &to_f64(&gh[..50]),
+        &to_f64(&g[..50]),
+        1e-4,
+    );
+
+    // The forward's report read first: the backward step reports again.
+    let x = logits_h.to_device(&dev).unwrap().set_requires_grad(true);
+    let loss = x.cross_entropy(&bad).unwrap();
+    expect_out_of_range(loss.item(), "cross_entropy", 5, 12, 10);
+    loss.backward().unwrap();
+    let reason = expect_out_of_range(
+        x.grad().unwrap().to_vec::<f32>(),
+        "cross_entropy",
+        5,
+        12,
+        10,
+    );
+    assert!(reason.contains("by the backward step"), "{reason}");
+    assert!(x.grad().unwrap().to_vec::<f32>().is_ok());
+}
+
+fn to_f64(v: &[f32]) -> Vec<f64> {
+    v.iter().map(|&x| x as f64).collect()
 }
 
 #[test]

@@ -3,7 +3,10 @@
 //!
 //! Where things live:
 //! - `ops.cu`: the kernels, written once over `$T`/`$S` and instantiated here for
-//!   `float` (`_f32`) and `double` (`_f64`).
+//!   `float` (`_f32`) and `double` (`_f64`). The loss kernels (`nll_rows`,
+//!   `nll_backward`) check their targets and report one out of range in the device's
+//!   error record (`gs_error_record`, defined once behind an include guard; see
+//!   `backend::cuda`) instead of reading out of bounds.
 //! - `copy.cu`: the strided copy between any two layouts of a shape (views), for every
 //!   dtype by element size (`strided_copy_u8`, `_u16`, `_u32`, `_u64`); included once.
 //! - [`Kernels`]: a device's loaded module and its functions, looked up by name and
@@ -66,5 +69,8 @@ mod tests {
             );
         }
         assert!(!s.contains("transpose_f32"));
+        // The error record is defined in both instantiations' text, compiled once.
+        assert_eq!(s.matches("#ifndef GS_ERROR_RECORD").count(), 2);
+        assert!(s.contains("void nll_rows_f32(") && s.contains("gs_error_record* err"));
     }
 }

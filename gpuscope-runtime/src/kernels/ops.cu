@@ -197,29 +197,68 @@ extern "C" __global__ void softmax_backward_$S(unsigned long long rows, unsigned
     }
 }
 
+#ifndef GS_ERROR_RECORD
+#define GS_ERROR_RECORD
+// The device's error record: mapped pinned host memory that the host reads after it
+// waits for the device (`RawErrorRecord` in backend/cuda.rs). The first thread to report
+// claims it (atomicCAS from 0) and fills it in; `code` is written last, after a
+// system-wide fence, so the host sees a complete record once `code` is non-zero. Later
+// reports are dropped until the host has read and cleared it.
+struct gs_error_record {
+    unsigned int code;
+    unsigned int claim;
+    long long row;
+    long long value;
+    long long limit;
+};
+
+__device__ __noinline__ void gs_report_error(gs_error_record* rec, unsigned int code, long long row,
+        long long value, long long limit) {
+    // A plain read first: many bad rows need not all contend for the claim.
+    if (*(volatile unsigned int*)&rec->claim != 0u) return;
+    if (atomicCAS(&rec->claim, 0u, 1u) != 0u) return;
+    rec->row = row;
+    rec->value = value;
+    rec->limit = limit;
+    __threadfence_system();
+    *(volatile unsigned int*)&rec->code = code;
+}
+#endif
+
 __device__ __forceinline__ long long gs_target_$S(const void* t, int is64, unsigned long long i) {
     return is64 ? ((const long long*)t)[i] : (long long)((const int*)t)[i];
 }
 
-// out[i] = -logp[i, t_i] (NaN when t_i is not a class index).
+// out[i] = -logp[i, t_i]. A target that is not a class index gives NaN for its row (and
+// reads nothing) and is reported in `err` with `code`.
 extern "C" __global__ void nll_rows_$S(unsigned long long rows, unsigned long long cols, $T* out,
-        const $T* logp, const void* targets, int is64) {
+        const $T* logp, const void* targets, int is64, gs_error_record* err, unsigned int code) {
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < rows;
          i += (unsigned long long)gridDim.x * blockDim.x) {
         long long t = gs_target_$S(targets, is64, i);
-        out[i] = (t < 0 || (unsigned long long)t >= cols) ? gs_nan_$S() : -logp[i * cols + t];
+        if (t < 0 || (unsigned long long)t >= cols) {
+            gs_report_error(err, code, (long long)i, t, (long long)cols);
+            out[i] = gs_nan_$S();
+        } else {
+            out[i] = -logp[i * cols + t];
+        }
     }
 }
 
-// out[i, j] = -g[0] * scale where j == t_i, else 0.
+// out[i, j] = -g[0] * scale where j == t_i, else 0: a row whose target is not a class
+// index gets zeros (and is reported in `err` with `code`, once per row).
 extern "C" __global__ void nll_backward_$S(unsigned long long rows, unsigned long long cols, $T* out,
-        const void* targets, int is64, const $T* g, $T scale) {
+        const void* targets, int is64, const $T* g, $T scale, gs_error_record* err, unsigned int code) {
     unsigned long long n = rows * cols;
     $T v = -g[0] * scale;
     for (unsigned long long k = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; k < n;
          k += (unsigned long long)gridDim.x * blockDim.x) {
         unsigned long long i = k / cols, j = k % cols;
-        out[k] = (long long)j == gs_target_$S(targets, is64, i) ? v : ($T)0;
+        long long t = gs_target_$S(targets, is64, i);
+        if (j == 0 && (t < 0 || (unsigned long long)t >= cols)) {
+            gs_report_error(err, code, (long long)i, t, (long long)cols);
+        }
+        out[k] = (long long)j == t ? v : ($T)0;
     }
 }
 

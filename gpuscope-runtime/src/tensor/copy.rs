@@ -3,6 +3,11 @@
 //! Views are read and written in logical (row-major) order: a non-contiguous tensor is
 //! gathered into a contiguous temporary on its device before it is read back or copied
 //! elsewhere, and a copy into a view scatters into the storage it shares.
+//!
+//! Every read-back waits for the device; after that wait it checks the device's error
+//! record (one load of host memory on CUDA): an error a kernel recorded since the last
+//! check (a loss target out of range, see `ops::loss`) is returned instead of the data,
+//! and cleared.
 
 use std::panic::Location;
 
@@ -10,7 +15,7 @@ use crate::backend::StreamId;
 use crate::device::Device;
 
 use super::dtype::{Element, read_scalar};
-use super::ops::{contiguous_raw, overlaps, strided_copy};
+use super::ops::{check_device_side, contiguous_raw, overlaps, strided_copy};
 use super::{Tensor, TensorError};
 
 impl Tensor {
@@ -47,6 +52,7 @@ impl Tensor {
             };
             // SAFETY: the copy initialised every element.
             unsafe { out.set_len(self.numel()) };
+            check_device_side(self.device())?;
         }
         Ok(out)
     }
@@ -67,6 +73,7 @@ impl Tensor {
                     self.stream(),
                 )?
             };
+            check_device_side(self.device())?;
         }
         let size = self.dtype().size();
         Ok(bytes
@@ -119,17 +126,21 @@ impl Tensor {
             };
         } else {
             let mut bytes = vec![0u8; self.nbytes()];
-            // SAFETY: reads this tensor's storage, then writes the new one's.
+            // SAFETY: reads this tensor's storage.
             unsafe {
                 self.device().backend().copy_device_to_host(
                     &mut bytes,
                     self.addr(),
                     self.stream(),
-                )?;
+                )?
+            };
+            check_device_side(self.device())?;
+            // SAFETY: writes the new tensor's storage.
+            unsafe {
                 device
                     .backend()
-                    .copy_host_to_device(out.addr(), &bytes, out.stream())?;
-            }
+                    .copy_host_to_device(out.addr(), &bytes, out.stream())?
+            };
         }
         Ok(out)
     }
@@ -211,11 +222,15 @@ impl Tensor {
             unsafe {
                 src.device()
                     .backend()
-                    .copy_device_to_host(&mut bytes, src.addr(), src.stream())?;
+                    .copy_device_to_host(&mut bytes, src.addr(), src.stream())?
+            };
+            check_device_side(src.device())?;
+            // SAFETY: as in `to_device`.
+            unsafe {
                 self.device()
                     .backend()
-                    .copy_host_to_device(self.addr(), &bytes, self.stream())?;
-            }
+                    .copy_host_to_device(self.addr(), &bytes, self.stream())?
+            };
         }
         Ok(())
     }

@@ -64,9 +64,10 @@ fn copy_target(t: &Tensor) -> Result<Target, TensorError> {
     target_with(t, suffix)
 }
 
-fn target_with(t: &Tensor, suffix: &'static str) -> Result<Target, TensorError> {
-    let backend = t.device().backend();
-    let cuda = backend
+/// The CUDA backend of `t`'s device.
+fn cuda_of(t: &Tensor) -> Result<&CudaBackend, TensorError> {
+    t.device()
+        .backend()
         .as_any()
         .downcast_ref::<CudaBackend>()
         .ok_or_else(|| {
@@ -74,7 +75,11 @@ fn target_with(t: &Tensor, suffix: &'static str) -> Result<Target, TensorError> 
                 "a CUDA kernel for a tensor on {}",
                 t.device().description()
             ))
-        })?;
+        })
+}
+
+fn target_with(t: &Tensor, suffix: &'static str) -> Result<Target, TensorError> {
+    let cuda = cuda_of(t)?;
     Ok(Target {
         stream: cuda.cuda_stream(t.stream())?,
         kernels: kernels_for(cuda.context())?,
@@ -288,9 +293,77 @@ pub(crate) fn softmax_backward(
     })
 }
 
+/// The losses whose kernels check their targets on the device and report a bad one in
+/// the device's error record (`CudaBackend::error_record_ptr`); the record's code is the
+/// loss's number, plus [`BACKWARD`] when the backward step found it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum LossOp {
+    CrossEntropy = 1,
+    NllLoss = 2,
+}
+
+impl LossOp {
+    pub(crate) fn of(op: &'static str) -> LossOp {
+        if op == "cross_entropy" {
+            LossOp::CrossEntropy
+        } else {
+            LossOp::NllLoss
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            LossOp::CrossEntropy => "cross_entropy",
+            LossOp::NllLoss => "nll_loss",
+        }
+    }
+}
+
+/// Added to a [`LossOp`]'s code by its backward kernel.
+const BACKWARD: u32 = 0x100;
+
+/// After a read-back from `cuda` has waited for it: the error a kernel recorded there
+/// since the last check, as a [`TensorError::InvalidArgument`] (and cleared). One load of
+/// host memory when there is none.
+pub(crate) fn check_device_side(cuda: &CudaBackend, device: &str) -> Result<(), TensorError> {
+    let Some(e) = cuda.take_device_side_error() else {
+        return Ok(());
+    };
+    let op = [LossOp::CrossEntropy, LossOp::NllLoss]
+        .into_iter()
+        .find(|op| *op as u32 == e.code & !BACKWARD);
+    let Some(op) = op else {
+        return Err(TensorError::InvalidArgument {
+            op: "cuda kernel",
+            reason: format!(
+                "a kernel on {device} reported error code {:#x} (row {}, value {}, limit {}), \
+                 which this version of gpuscope does not know",
+                e.code, e.row, e.value, e.limit
+            ),
+        });
+    };
+    let (row, target, classes) = (e.row, e.value, e.limit);
+    let found = if e.code & BACKWARD != 0 {
+        format!("by the backward step, which gave row {row} a zero gradient")
+    } else {
+        format!("by the loss kernel: that loss is NaN, and row {row}'s gradient zero")
+    };
+    Err(TensorError::InvalidArgument {
+        op: op.name(),
+        reason: format!(
+            "target {target} at row {row} is out of range for {classes} classes (found on \
+             {device} {found}; reported at this read-back, the first from the device since; \
+             other rows may be out of range too) — targets must be class indices in \
+             0..{classes}: check the batch's labels and the number of classes"
+        ),
+    })
+}
+
 /// `out = -mean_i logp[i, t_i]`: per-row values into a temporary, then their mean
-/// (both on `out`'s stream, so the temporary's memory is reused only after).
+/// (both on `out`'s stream, so the temporary's memory is reused only after). A target
+/// out of range makes its row NaN and is reported in the device's error record.
 pub(crate) fn nll(
+    op: LossOp,
     out: &Tensor,
     logp: &Tensor,
     targets: &Tensor,
@@ -301,23 +374,29 @@ pub(crate) fn nll(
     if rows == 0 {
         return scalar(BinaryOp::Right, out, out, f64::NAN);
     }
+    let err = cuda_of(out)?.error_record_ptr()?;
     let per_row = alloc_like(&[rows], logp.dtype(), logp, site)?;
     let t = target(out)?;
     let is64 = (targets.dtype() == DType::I64) as i32;
-    let (r, c, pr, pl, pt) = (
+    let (r, c, pr, pl, pt, code) = (
         rows as u64,
         cols as u64,
         ptr(&per_row),
         ptr(logp),
         ptr(targets),
+        op as u32,
     );
     launch!(t, "nll_rows", elementwise_cfg(r), |l| {
         l.arg(&r).arg(&c).arg(&pr).arg(&pl).arg(&pt).arg(&is64);
+        l.arg(&err).arg(&code);
     })?;
     reduce(out, &per_row, 1, rows, 1, 1.0 / rows as f64)
 }
 
+/// Backward of [`nll`]: a row whose target is out of range gets zeros (and is reported
+/// in the device's error record).
 pub(crate) fn nll_backward(
+    op: LossOp,
     out: &Tensor,
     g: &Tensor,
     targets: &Tensor,
@@ -328,13 +407,16 @@ pub(crate) fn nll_backward(
     if n == 0 {
         return Ok(());
     }
+    let err = cuda_of(out)?.error_record_ptr()?;
     let t = target(out)?;
     let is64 = (targets.dtype() == DType::I64) as i32;
     let scale = Scalar::new(out.dtype(), 1.0 / rows as f64);
     let (r, c, o, pt, pg) = (rows as u64, cols as u64, ptr(out), ptr(targets), ptr(g));
+    let code = op as u32 | BACKWARD;
     launch!(t, "nll_backward", elementwise_cfg(n), |l| {
         l.arg(&r).arg(&c).arg(&o).arg(&pt).arg(&is64).arg(&pg);
         scale.push(l);
+        l.arg(&err).arg(&code);
     })
 }
 

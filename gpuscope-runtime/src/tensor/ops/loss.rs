@@ -1,5 +1,18 @@
 //! Losses: cross-entropy (log-softmax then negative log-likelihood, as PyTorch's
 //! `cross_entropy`), `nll_loss` and mean squared error. All reduce with the mean.
+//!
+//! Class targets out of range (negative, or not below the number of classes) are an
+//! [`InvalidArgument`](TensorError::InvalidArgument) error naming the row, the target
+//! and the number of classes:
+//! - on the host, from the loss call itself (the targets are read there);
+//! - on CUDA, where reading the targets at the call would wait for the GPU (PyTorch's
+//!   device-side assertion, done as an error you can recover from): the kernel gives
+//!   that row a NaN loss (so the mean is NaN) and a zero gradient, reads nothing out of
+//!   bounds, and records the first bad row in the device's error record (mapped pinned
+//!   host memory). The next read-back from that device, which waits for it anyway
+//!   (`to_vec`, `to_f64_vec`, `item`, a copy to another device), returns the error
+//!   instead of its data and clears the record, so later correct losses read fine. No
+//!   extra launch and no extra wait: one load of host memory per read-back.
 
 use std::panic::Location;
 
@@ -42,23 +55,37 @@ fn check_targets(
     Ok((scores.shape()[0], scores.shape()[1]))
 }
 
-/// Negative log-likelihood given log-probabilities, mean over rows.
-fn nll_at(logp: &Tensor, targets: &Tensor, site: Site) -> Result<Tensor, TensorError> {
-    let (rows, cols) = check_targets("nll_loss", logp, targets)?;
+/// Negative log-likelihood given log-probabilities, mean over rows; `op` is the public
+/// operation (`cross_entropy` or `nll_loss`) that errors name.
+fn nll_at(
+    op: &'static str,
+    logp: &Tensor,
+    targets: &Tensor,
+    site: Site,
+) -> Result<Tensor, TensorError> {
+    let (rows, cols) = check_targets(op, logp, targets)?;
     // The kernels read both in order: views are gathered first.
     let (dense, targets) = (contiguous_raw(logp, site)?, &contiguous_raw(targets, site)?);
     let out = alloc_like(&[], logp.dtype(), logp, site)?;
     // Host: the targets are checked and read once, and kept for the backward step.
-    let host_targets = match exec_of("nll_loss", logp)? {
+    let host_targets = match exec_of(op, logp)? {
         Exec::Host => {
-            let t = host::targets("nll_loss", targets, cols)?;
+            let t = host::targets(op, targets, cols)?;
             // SAFETY: a fresh scalar output and its contiguous host input.
             unsafe { host::nll(&out, &dense, &t, cols)? };
             Some(t)
         }
         #[cfg(feature = "cuda")]
         Exec::Cuda => {
-            super::cuda::nll(&out, &dense, targets, rows, cols, site)?;
+            super::cuda::nll(
+                super::cuda::LossOp::of(op),
+                &out,
+                &dense,
+                targets,
+                rows,
+                cols,
+                site,
+            )?;
             None
         }
     };
@@ -90,8 +117,15 @@ fn nll_at(logp: &Tensor, targets: &Tensor, site: Site) -> Result<Tensor, TensorE
                 Some(t) => unsafe { host::nll_backward(&grad, g, t, cols)? },
                 #[cfg(feature = "cuda")]
                 None => match &targets {
-                    Some(t) => super::cuda::nll_backward(&grad, g, t, rows, cols)?,
-                    None => return Err(TensorError::Autograd("nll_loss lost its targets".into())),
+                    Some(t) => super::cuda::nll_backward(
+                        super::cuda::LossOp::of(op),
+                        &grad,
+                        g,
+                        t,
+                        rows,
+                        cols,
+                    )?,
+                    None => return Err(TensorError::Autograd(format!("{op} lost its targets"))),
                 },
                 #[cfg(not(feature = "cuda"))]
                 None => {
@@ -109,8 +143,12 @@ fn nll_at(logp: &Tensor, targets: &Tensor, site: Site) -> Result<Tensor, TensorE
 impl Tensor {
     /// Cross-entropy of logits `[n, classes]` against class indices `[n]` (`i64` or
     /// `i32`), the mean over rows: `log_softmax` then [`nll_loss`](Tensor::nll_loss).
-    /// On the host a target outside `0..classes` is an error; on CUDA (where checking
-    /// would wait for the GPU) it makes the loss NaN.
+    ///
+    /// A target outside `0..classes` is a [`TensorError::InvalidArgument`] naming the
+    /// row, the target and the number of classes. On the host this call returns it. On
+    /// CUDA (where checking here would wait for the GPU) the loss is NaN and that row's
+    /// gradient zero, and the next read-back from the device (`item`, `to_vec`, a copy
+    /// to another device) returns the error, once.
     ///
     /// ```
     /// use gpuscope_runtime::{Device, Tensor};
@@ -125,14 +163,16 @@ impl Tensor {
         let site = Location::caller();
         check_targets("cross_entropy", self, targets)?;
         let logp = super::reduce::softmax_at(self, true, site)?;
-        nll_at(&logp, targets, site)
+        nll_at("cross_entropy", &logp, targets, site)
     }
 
     /// Negative log-likelihood of log-probabilities `[n, classes]` against class
-    /// indices `[n]`: `-mean_i self[i, targets[i]]`.
+    /// indices `[n]`: `-mean_i self[i, targets[i]]`. Targets out of range are reported
+    /// as for [`cross_entropy`](Tensor::cross_entropy): by this call on the host, by the
+    /// next read-back on CUDA.
     #[track_caller]
     pub fn nll_loss(&self, targets: &Tensor) -> Result<Tensor, TensorError> {
-        nll_at(self, targets, Location::caller())
+        nll_at("nll_loss", self, targets, Location::caller())
     }
 
     /// Mean squared error against `target` (same shape): `mean((self - target)²)`.

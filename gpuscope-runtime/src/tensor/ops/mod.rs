@@ -36,7 +36,13 @@
 //! - `reduce`: `sum`/`mean` of everything or along an axis, `softmax`/`log_softmax`
 //!   over the last axis.
 //! - `loss`: `cross_entropy` (logits `[n, c]`, `i64` or `i32` targets `[n]`),
-//!   `nll_loss`, `mse_loss`.
+//!   `nll_loss`, `mse_loss`. A target outside `0..c` is an
+//!   [`InvalidArgument`](TensorError::InvalidArgument) error: on the host from the call
+//!   itself; on CUDA (where the targets are on the GPU, and checking at the call would
+//!   wait for it) the kernel makes that row's loss NaN (its gradient zero), records the
+//!   row, target and class count in the device's error record, and the next read-back
+//!   from that device (`to_vec`, `item`, a copy to another device) returns the error
+//!   and clears the record.
 //! - `matmul`: 2-D matrix products, with either operand transposed on the fly (a flag,
 //!   or a transposed view).
 //! - `shape`: views (`transpose`/`t`, `transpose_dims`, `permute`, `narrow`, `view`),
@@ -103,6 +109,24 @@ pub(crate) fn exec_of(op: &'static str, t: &Tensor) -> Result<Exec, TensorError>
             t.device().description()
         ))),
     }
+}
+
+/// After a read-back from `device` has waited for it: the error a kernel recorded there
+/// since the last check (a loss target out of range on CUDA), cleared and returned as a
+/// [`TensorError::InvalidArgument`]. Nothing to do on other devices; on CUDA one load of
+/// host memory, no driver call.
+#[inline]
+pub(crate) fn check_device_side(device: &crate::Device) -> Result<(), TensorError> {
+    #[cfg(feature = "cuda")]
+    if let Some(c) = device
+        .backend()
+        .as_any()
+        .downcast_ref::<crate::backend::cuda::CudaBackend>()
+    {
+        return cuda::check_device_side(c, device.label());
+    }
+    let _ = device;
+    Ok(())
 }
 
 /// Checks that `t` holds `f32` or `f64`.
