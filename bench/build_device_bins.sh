@@ -17,7 +17,10 @@ cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
 for l in sys.stdin:
     d=json.loads(l)
     if d.get("reason")=="compiler-artifact" and d.get("executable") and d["profile"]["test"]:
-        print(d["target"]["name"], d["executable"])' \
+        kind=d["target"]["kind"][0]
+        # A crate'"'"'s library and binary test targets share its name: tell them apart.
+        name=d["target"]["name"] if kind=="test" else d["target"]["name"]+"-"+kind
+        print(name, d["executable"])' \
   | while read -r name exe; do cp "$exe" ".device-bin/tests/$name"; done
 strip .device-bin/* .device-bin/tests/* 2>/dev/null || true
 pwd > .device-bin/build_root
