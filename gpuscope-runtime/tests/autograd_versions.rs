@@ -404,17 +404,12 @@ fn a_training_loop_in_the_right_order_passes() {
 }
 
 #[cfg(feature = "cuda")]
+mod common;
+
+#[cfg(feature = "cuda")]
 mod cuda {
     use super::*;
-    use gpuscope_runtime::backend::cuda::unavailable_reason;
-
-    fn cuda() -> Option<Device> {
-        if let Some(reason) = unavailable_reason() {
-            println!("skipped: {reason}");
-            return None;
-        }
-        Some(Device::cuda(0).expect("device 0 opens when a driver and a GPU are present"))
-    }
+    use crate::common::cuda;
 
     #[test]
     fn versions_and_the_check_on_cuda() {

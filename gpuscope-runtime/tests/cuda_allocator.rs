@@ -6,19 +6,12 @@
 use std::sync::Arc;
 
 use gpuscope_runtime::alloc::{AllocConfig, AllocError, CachingAllocator};
-use gpuscope_runtime::backend::cuda::{CudaBackend, unavailable_reason};
+use gpuscope_runtime::backend::cuda::CudaBackend;
 use gpuscope_runtime::backend::{Backend, StreamId};
 
-/// The CUDA backend of device 0, or `None` (with the reason printed) where there is none.
-fn cuda() -> Option<Arc<CudaBackend>> {
-    if let Some(reason) = unavailable_reason() {
-        println!("skipped: {reason}");
-        return None;
-    }
-    Some(Arc::new(CudaBackend::new(0).expect(
-        "device 0 opens when a driver and a GPU are present",
-    )))
-}
+mod common;
+
+use common::cuda_backend as cuda;
 
 fn allocators(dev: &Arc<CudaBackend>) -> Vec<(&'static str, CachingAllocator)> {
     let vm: AllocConfig = "expandable_segments:True".parse().unwrap();

@@ -4,33 +4,19 @@
 
 #![cfg(feature = "cuda")]
 
+mod common;
+
+use common::cuda;
 use cudarc::driver::{DeviceSlice, LaunchConfig, PushKernelArg};
-use gpuscope_runtime::backend::cuda::unavailable_reason;
 use gpuscope_runtime::scope::{LeakPolicy, ScopeGuard, ScopeOptions, set_tracking};
 use gpuscope_runtime::tensor::DType;
 use gpuscope_runtime::{Device, Tensor};
-
-fn cuda() -> Option<Device> {
-    if let Some(reason) = unavailable_reason() {
-        println!("skipped: {reason}");
-        return None;
-    }
-    Some(Device::cuda(0).expect("device 0 opens when a driver and a GPU are present"))
-}
 
 #[test]
 fn every_dtype_round_trips() {
     let Some(dev) = cuda() else { return };
     let values: Vec<f64> = (0..100).map(|i| (i as f64) * 0.5 - 7.0).collect();
-    for dtype in [
-        DType::F32,
-        DType::F64,
-        DType::F16,
-        DType::BF16,
-        DType::I32,
-        DType::I64,
-        DType::U8,
-    ] {
+    for dtype in DType::ALL {
         let expect: Vec<f64> = values
             .iter()
             .map(|&v| match dtype {

@@ -5,25 +5,12 @@
 //! passes.
 #![cfg(feature = "cuda")]
 
-use gpuscope_runtime::backend::cuda::unavailable_reason;
+mod common;
+
+use common::{cuda, private_cuda};
 use gpuscope_runtime::optim::{AdamW, Optimizer, Sgd};
 use gpuscope_runtime::tensor::{DType, Generator};
 use gpuscope_runtime::{Device, Tensor, TensorError, no_grad};
-
-/// The CUDA device, or `None` after printing why there is none.
-fn cuda() -> Option<Device> {
-    if let Some(reason) = unavailable_reason() {
-        println!("skipped: {reason}");
-        return None;
-    }
-    match Device::cuda(0) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            println!("skipped: {e}");
-            None
-        }
-    }
-}
 
 fn host() -> Device {
     Device::host().unwrap()
@@ -244,20 +231,6 @@ fn losses() {
         |x| x[0].mse_loss(&x[1]),
     );
     // Targets out of range: `out_of_range_targets_*` below (on a device of their own).
-}
-
-/// A CUDA device of its own (its own backend, so its own error record: the errors a
-/// test provokes there never reach the read-backs of the tests sharing `cuda()`'s).
-fn private_cuda() -> Option<Device> {
-    cuda()?;
-    let backend = gpuscope_runtime::backend::cuda::CudaBackend::new(0).unwrap();
-    Some(
-        Device::with_backend(
-            std::sync::Arc::new(backend),
-            gpuscope_runtime::alloc::AllocConfig::default(),
-        )
-        .unwrap(),
-    )
 }
 
 /// Checks that `r` is the out-of-range report of `op` naming `row`, `target` and
@@ -570,16 +543,8 @@ fn optimizers() {
 
 #[test]
 fn training_steps_are_steady_on_cuda() {
-    if cuda().is_none() {
-        return;
-    }
     // A device of its own: the other tests use the shared one in parallel.
-    let backend = gpuscope_runtime::backend::cuda::CudaBackend::new(0).unwrap();
-    let dev = Device::with_backend(
-        std::sync::Arc::new(backend),
-        gpuscope_runtime::alloc::AllocConfig::default(),
-    )
-    .unwrap();
+    let Some(dev) = private_cuda() else { return };
     let mut g = Generator::new(32);
     let w1 = no_grad(|| Tensor::randn_with(&[2, 64], DType::F32, &mut g, &dev).unwrap())
         .set_requires_grad(true);
@@ -832,16 +797,8 @@ fn matmuls_with_views() {
 
 #[test]
 fn matmul_of_a_transposed_view_copies_nothing_on_cuda() {
-    if cuda().is_none() {
-        return;
-    }
     // A device of its own: the other tests allocate on the shared one in parallel.
-    let backend = gpuscope_runtime::backend::cuda::CudaBackend::new(0).unwrap();
-    let dev = Device::with_backend(
-        std::sync::Arc::new(backend),
-        gpuscope_runtime::alloc::AllocConfig::default(),
-    )
-    .unwrap();
+    let Some(dev) = private_cuda() else { return };
     let x = randn(&[64, 128], 59, DType::F32).to_device(&dev).unwrap();
     let w = randn(&[256, 128], 60, DType::F32).to_device(&dev).unwrap();
     let expected = x.matmul_t(&w, false, true).unwrap().to_f64_vec().unwrap();

@@ -169,8 +169,9 @@ impl CachingAllocator {
     /// has not completed yet (at most one outstanding fence per stream is kept; a later
     /// fence covers the frees), or the last one was recorded less than
     /// `fence_interval_us` ago (configuration, default 1 ms: a fence costs an event
-    /// record and a query on CUDA, so a loop of short scopes pays for one now and then). Fails on a stream the backend does not have, or when the
-    /// backend cannot create or record the event.
+    /// record and a query on CUDA, so a loop of short scopes pays for one now and then).
+    /// Fails on a stream the backend does not have, or when the backend cannot create
+    /// or record the event.
     ///
     /// Whenever free memory of a stream goes away (pages reclaimed for another request,
     /// `empty_cache`, garbage collection, the out-of-memory path), the allocator waits

@@ -41,10 +41,10 @@ pub const ROUNDUP_INTERVALS: usize = 16;
 /// warm replays free of remapping on most of them at a small cost in memory.
 pub const DEFAULT_RESERVE_RATIO: f64 = 1.05;
 
-/// Default `fence_interval_us`: a training step's scope asks for a fence at every exit;
-/// one a millisecond keeps the cost (an event record and a query, ~4 µs a step measured
-/// on an H100) under 1% of steps of a few hundred microseconds, while memory freed more
-/// than a millisecond before a reclaim is still covered.
+/// Default `fence_interval_us`: a training step's scope asks for a fence at every exit.
+/// A fence at every exit (an event record and a query) cost ~2 µs a step on an H100,
+/// 0.9% of a 0.25 ms step (BENCHMARKS.md); one a millisecond costs a fraction of that,
+/// while memory freed more than a millisecond before a reclaim is still covered.
 pub const DEFAULT_FENCE_INTERVAL_US: u64 = 1000;
 
 /// The keys [`AllocConfig`] accepts.

@@ -293,16 +293,7 @@ impl Slot {
 }
 
 fn dtype_from_u8(v: u8) -> DType {
-    const ALL: [DType; 7] = [
-        DType::F32,
-        DType::F64,
-        DType::F16,
-        DType::BF16,
-        DType::I32,
-        DType::I64,
-        DType::U8,
-    ];
-    ALL.into_iter().find(|d| *d as u8 == v).unwrap_or(DType::U8)
+    DType::ALL.get(v as usize).copied().unwrap_or(DType::U8)
 }
 
 /// Interns a shape longer than [`INLINE_DIMS`] (rare: each distinct one is kept for the
@@ -475,15 +466,7 @@ mod tests {
 
     #[test]
     fn every_dtype_survives_the_round_trip() {
-        for d in [
-            DType::F32,
-            DType::F64,
-            DType::F16,
-            DType::BF16,
-            DType::I32,
-            DType::I64,
-            DType::U8,
-        ] {
+        for d in DType::ALL {
             assert_eq!(dtype_from_u8(d as u8), d);
         }
     }

@@ -49,11 +49,6 @@ const SPARE_LISTS: usize = 16;
 impl Frame {
     #[inline]
     fn note_stream(&mut self, device: &Device, stream: StreamId) {
-        if let Some((d, s)) = self.streams.last() {
-            if *s == stream && d == device {
-                return;
-            }
-        }
         if !self
             .streams
             .iter()

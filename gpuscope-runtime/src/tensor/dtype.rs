@@ -22,6 +22,22 @@ pub enum DType {
 }
 
 impl DType {
+    /// Every dtype, in declaration order (`DType::ALL[d as usize] == d`).
+    ///
+    /// ```
+    /// use gpuscope_runtime::tensor::DType;
+    /// assert!(DType::ALL.iter().enumerate().all(|(i, d)| *d as usize == i));
+    /// ```
+    pub const ALL: [DType; 7] = [
+        DType::F32,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+    ];
+
     /// Bytes per element.
     pub const fn size(self) -> usize {
         match self {

@@ -72,24 +72,32 @@ impl Broadcast {
     pub fn strided(out: &[usize], a: (&[usize], &[usize]), b: (&[usize], &[usize])) -> Broadcast {
         let sa = strides_into(out, a.0, a.1);
         let sb = strides_into(out, b.0, b.1);
+        Broadcast::merged(out, &sa, &sb)
+    }
+
+    /// The plan for walking `shape` with element strides `sa` and `sb` (one per
+    /// dimension of `shape`): dimensions of size 1 dropped, and each run of dimensions
+    /// that both stride lists walk as one merged into one (outermost first; at least one
+    /// dimension).
+    pub fn merged(shape: &[usize], sa: &[usize], sb: &[usize]) -> Broadcast {
         let mut dims: Vec<usize> = Vec::new();
         let mut ra: Vec<usize> = Vec::new();
         let mut rb: Vec<usize> = Vec::new();
-        for i in 0..out.len() {
-            if out[i] == 1 {
+        for i in 0..shape.len() {
+            if shape[i] == 1 {
                 continue;
             }
             if let (Some(&d), Some(&pa), Some(&pb)) = (dims.last(), ra.last(), rb.last()) {
                 // The previous (outer) dimension continues this one for both operands.
-                if pa == sa[i] * out[i] && pb == sb[i] * out[i] {
+                if pa == sa[i] * shape[i] && pb == sb[i] * shape[i] {
                     let last = dims.len() - 1;
-                    dims[last] = d * out[i];
+                    dims[last] = d * shape[i];
                     ra[last] = sa[i];
                     rb[last] = sb[i];
                     continue;
                 }
             }
-            dims.push(out[i]);
+            dims.push(shape[i]);
             ra.push(sa[i]);
             rb.push(sb[i]);
         }

@@ -10,6 +10,7 @@
 
 use crate::backend::DeviceKind;
 
+use super::broadcast::Broadcast;
 use super::{Site, Tensor, TensorError, alloc_like, host};
 
 /// A copy plan: the shape with the dimensions that both layouts walk alike merged
@@ -24,37 +25,12 @@ pub(crate) struct CopyPlan {
 impl CopyPlan {
     /// The plan for copying an element of `shape` at `src` strides to `dst` strides.
     pub fn new(shape: &[usize], dst: &[usize], src: &[usize]) -> CopyPlan {
-        let mut plan = CopyPlan {
-            dims: Vec::new(),
-            dst: Vec::new(),
-            src: Vec::new(),
-        };
-        for i in 0..shape.len() {
-            if shape[i] == 1 {
-                continue;
-            }
-            if let (Some(&d), Some(&pd), Some(&ps)) =
-                (plan.dims.last(), plan.dst.last(), plan.src.last())
-            {
-                // The previous (outer) dimension continues this one in both layouts.
-                if pd == dst[i] * shape[i] && ps == src[i] * shape[i] {
-                    let last = plan.dims.len() - 1;
-                    plan.dims[last] = d * shape[i];
-                    plan.dst[last] = dst[i];
-                    plan.src[last] = src[i];
-                    continue;
-                }
-            }
-            plan.dims.push(shape[i]);
-            plan.dst.push(dst[i]);
-            plan.src.push(src[i]);
+        let merged = Broadcast::merged(shape, dst, src);
+        CopyPlan {
+            dims: merged.dims,
+            dst: merged.sa,
+            src: merged.sb,
         }
-        if plan.dims.is_empty() {
-            plan.dims.push(1);
-            plan.dst.push(0);
-            plan.src.push(0);
-        }
-        plan
     }
 }
 
