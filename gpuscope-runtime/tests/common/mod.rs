@@ -1,5 +1,6 @@
 //! Helpers shared by the CUDA test files: each test skips, printing why, where there is
-//! no CUDA driver or device (CI), and runs for real on the GPU machine.
+//! no CUDA driver or device (CI), runs for real on the GPU machine, and fails if a
+//! device that the driver reports cannot be opened.
 
 // Each test file uses the helpers it needs.
 #![allow(dead_code)]
@@ -16,13 +17,9 @@ pub fn cuda_backend() -> Option<Arc<CudaBackend>> {
         println!("skipped: {reason}");
         return None;
     }
-    match CudaBackend::new(0) {
-        Ok(b) => Some(Arc::new(b)),
-        Err(e) => {
-            println!("skipped: {e}");
-            None
-        }
-    }
+    Some(Arc::new(CudaBackend::new(0).expect(
+        "device 0 opens when a driver and a GPU are present",
+    )))
 }
 
 /// The process's CUDA device 0 (shared with every other test), or `None` after printing
@@ -32,13 +29,7 @@ pub fn cuda() -> Option<Device> {
         println!("skipped: {reason}");
         return None;
     }
-    match Device::cuda(0) {
-        Ok(d) => Some(d),
-        Err(e) => {
-            println!("skipped: {e}");
-            None
-        }
-    }
+    Some(Device::cuda(0).expect("device 0 opens when a driver and a GPU are present"))
 }
 
 /// A CUDA device of its own (its own backend and allocator: tests that count
