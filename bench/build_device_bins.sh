@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .device-bin && mkdir -p .device-bin/tests
-cargo build --release --bin gpuscope --examples
+cargo build --release -p gpuscope-cli --bin gpuscope
+cargo build --release --examples
 cargo build --release -p gpuscope-runtime --examples
 cp target/release/gpuscope .device-bin/
 for e in target/release/examples/*; do

@@ -7,8 +7,9 @@
 //!
 //! Where things live: `gpuscope-runtime/` (the runtime, see its crate docs),
 //! `gpuscope-macros/` (the attribute macros), `gpuscope-lint/` (lint rules shared by
-//! the macros and `gpuscope lint`), `src/bin/gpuscope/` (the `gpuscope` command:
-//! `replay`, `lint`).
+//! the macros and `gpuscope lint`), `gpuscope-cli/` (the `gpuscope` command: `replay`,
+//! `lint`; a package of its own, so that this library compiles none of its
+//! dependencies).
 
 pub use gpuscope_runtime::*;
 

@@ -1,5 +1,13 @@
-//! The `gpuscope` command: `gpuscope replay` replays allocation traces through the
-//! caching allocator and prints its figures.
+//! # gpuscope-cli
+//!
+//! The `gpuscope` command and its `cargo gpuscope` twin, kept apart from the `gpuscope`
+//! library so that programs depending on the library compile none of the command's
+//! dependencies (clap, ignore, toml, annotate-snippets, serde_json, tracing-subscriber).
+//!
+//! Where things live:
+//! - `replay`: `gpuscope replay`, allocation traces through gpuscope's caching allocator;
+//! - `lint`: `gpuscope lint`, gpuscope's lint rules (`gpuscope-lint`) over whole crates;
+//! - `src/bin/`: the two binaries, both calling [`main`].
 
 mod lint;
 mod replay;

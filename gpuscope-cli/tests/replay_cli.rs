@@ -15,7 +15,7 @@ fn gpuscope(args: &[&str], conf: Option<&str>) -> Output {
 
 fn trace(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/traces")
+        .join("../tests/data/traces")
         .join(name)
         .display()
         .to_string()

@@ -21,9 +21,9 @@
 //! # As a cargo subcommand
 //!
 //! `cargo gpuscope lint ..` runs a binary named `cargo-gpuscope` with the arguments
-//! `gpuscope lint ..`: cargo repeats the subcommand's name. `src/bin/cargo-gpuscope.rs` is
-//! that binary (it reuses `main.rs`), and `main.rs` parses the command line through
-//! [`cargo_subcommand_args`], which drops the repeat.
+//! `gpuscope lint ..`: cargo repeats the subcommand's name. `src/bin/cargo-gpuscope.rs`
+//! is that binary (it calls the same `main` as `gpuscope`), and `main` parses the command
+//! line through [`cargo_subcommand_args`], which drops the repeat.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;

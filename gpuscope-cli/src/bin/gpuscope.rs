@@ -1,0 +1,5 @@
+//! The `gpuscope` command: `gpuscope replay`, `gpuscope lint`.
+
+fn main() -> std::process::ExitCode {
+    gpuscope_cli::main()
+}
