@@ -24,6 +24,8 @@
 //!   since they were saved ([`Tensor::version`]).
 //! - [`optim`]: optimizers ([`Sgd`], [`AdamW`]) and [`fit_batch_size`].
 //! - [`trace`]: record an allocator's trace and replay traces through it.
+//! - [`dist`]: several GPUs and processes: `torchrun`'s launch variables, a rendezvous
+//!   store, NCCL collectives on tensors.
 //!
 //! ```
 //! use gpuscope_runtime::Device;
@@ -37,6 +39,7 @@ pub mod alloc;
 pub mod autograd;
 pub mod backend;
 pub mod device;
+pub mod dist;
 pub mod grad;
 pub mod optim;
 pub mod scope;
