@@ -311,3 +311,75 @@ fn one_process_drives_two_gpus() {
     let e = g.all_reduce(&[&b, &a], ReduceOp::Sum).err().unwrap();
     assert!(e.to_string().contains("local rank 0 drives"), "{e}");
 }
+
+/// PyTorch's side of the store interoperability test.
+const TORCH_STORE: &str = r#"
+import datetime, sys
+import torch.distributed as d
+mode, port = sys.argv[1], int(sys.argv[2])
+t = datetime.timedelta(seconds=30)
+if mode == "server":
+    s = d.TCPStore("127.0.0.1", port, None, True, t, wait_for_workers=False)
+else:
+    s = d.TCPStore("127.0.0.1", port, None, False, t)
+s.set("from_torch", "hello from torch")
+print("GOT", s.get("from_gpuscope").decode())
+s.add("count", 5)
+s.set("torch_done", "1")
+s.wait(["gpuscope_done"])
+"#;
+
+/// `Some(())` when `python3` can import `torch.distributed`; else prints why not.
+fn torch_python() -> Option<()> {
+    let ok = Command::new("python3")
+        .args(["-c", "import torch.distributed"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        println!("skipped: python3 with torch.distributed is not installed here");
+        return None;
+    }
+    Some(())
+}
+
+/// gpuscope's client and PyTorch's `TCPStore` share keys, with either side hosting.
+#[test]
+fn the_store_speaks_pytorchs_tcpstore_protocol_both_ways() {
+    use gpuscope_runtime::dist::{StoreClient, StoreServer};
+    if torch_python().is_none() {
+        return;
+    }
+    for torch_hosts in [true, false] {
+        let port = free_port();
+        let server = (!torch_hosts).then(|| StoreServer::bind("127.0.0.1", port).unwrap());
+        let py = Command::new("python3")
+            .args([
+                "-c",
+                TORCH_STORE,
+                if torch_hosts { "server" } else { "client" },
+                &port.to_string(),
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let c = StoreClient::connect("127.0.0.1", port, Duration::from_secs(30)).unwrap();
+        assert_eq!(c.get("from_torch").unwrap(), b"hello from torch");
+        c.set("from_gpuscope", b"hello from gpuscope").unwrap();
+        c.wait(&["torch_done"], Duration::from_secs(30)).unwrap();
+        assert_eq!(c.add("count", 1).unwrap(), 6);
+        c.set("gpuscope_done", b"1").unwrap();
+        let out = finish(py, Duration::from_secs(60));
+        assert!(
+            out.status.success(),
+            "torch hosts: {torch_hosts}\n{}",
+            text(&out)
+        );
+        assert!(
+            text(&out).contains("GOT hello from gpuscope"),
+            "{}",
+            text(&out)
+        );
+        drop(server);
+    }
+}
