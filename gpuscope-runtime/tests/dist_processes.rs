@@ -383,3 +383,79 @@ fn the_store_speaks_pytorchs_tcpstore_protocol_both_ways() {
         drop(server);
     }
 }
+
+/// `Some(())` with a GPU and NCCL; else prints why not.
+#[cfg(feature = "cuda")]
+fn one_gpu_and_nccl() -> Option<()> {
+    if let Some(reason) = gpuscope_runtime::backend::cuda::unavailable_reason() {
+        println!("skipped: {reason}");
+        return None;
+    }
+    if let Err(e) = gpuscope_runtime::dist::nccl::comm::library() {
+        println!("skipped: {e}");
+        return None;
+    }
+    Some(())
+}
+
+/// A job of one rank runs the whole path (rendezvous, NCCL id, non-blocking init,
+/// collectives, registration, time-outs) on a machine with one GPU.
+#[cfg(feature = "cuda")]
+#[test]
+fn a_one_rank_job_runs_every_collective() {
+    if one_gpu_and_nccl().is_none() {
+        return;
+    }
+    let port = free_port();
+    let out = finish(
+        spawn("collectives", 0, 1, port, "60"),
+        Duration::from_secs(120),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        results(&out),
+        vec!["ok rank 0 of 1".to_string()],
+        "{}",
+        text(&out)
+    );
+}
+
+#[cfg(feature = "cuda")]
+#[test]
+fn a_one_device_local_group_registers_memory_and_keeps_stream_order() {
+    use gpuscope_runtime::dist::{ProcessGroup, ReduceOp};
+    use gpuscope_runtime::{Device, Tensor};
+    if one_gpu_and_nccl().is_none() {
+        return;
+    }
+    let dev = Device::cuda(0).unwrap();
+    let g = ProcessGroup::local(std::slice::from_ref(&dev), Duration::from_secs(60)).unwrap();
+    // A tensor written on a side stream: the collective must wait for that write.
+    let side = dev.backend().create_stream().unwrap();
+    let t = Tensor::zeros(&[1 << 22], &dev).unwrap();
+    let src = Tensor::full(&[1 << 22], 7.0, &dev).unwrap();
+    t.copy_from(&src).unwrap();
+    let reg = g.register(&[&t]);
+    println!(
+        "registration: {:?}",
+        reg.as_ref().map(|_| "ok").map_err(|e| e.to_string())
+    );
+    g.all_reduce(&[&t], ReduceOp::Max).unwrap().wait().unwrap();
+    assert!(t.to_vec::<f32>().unwrap().iter().all(|&x| x == 7.0));
+    // The allocator knows the comm stream used the memory.
+    let before = t.version();
+    g.broadcast(&[&t], 0).unwrap().synchronize().unwrap();
+    assert_eq!(t.version(), before + 1, "a collective is an in-place write");
+    drop(reg);
+    let _ = side;
+    // Argument errors name the problem.
+    let view = t.narrow(0, 1, 10).unwrap();
+    let strided = Tensor::zeros(&[4, 4], &dev).unwrap().t().unwrap();
+    let e = g.all_reduce(&[&strided], ReduceOp::Sum).err().unwrap();
+    assert!(e.to_string().contains("non-contiguous"), "{e}");
+    let e = g.broadcast(&[&view], 3).err().unwrap();
+    assert!(e.to_string().contains("root 3 is not a rank"), "{e}");
+    let host = Tensor::zeros(&[4], &Device::host().unwrap()).unwrap();
+    let e = g.all_reduce(&[&host], ReduceOp::Sum).err().unwrap();
+    assert!(e.to_string().contains("host"), "{e}");
+}

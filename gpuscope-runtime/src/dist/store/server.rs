@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::io::{self, BufReader, BufWriter, ErrorKind};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -21,7 +21,13 @@ struct Shared {
     values: Mutex<HashMap<String, Vec<u8>>>,
     changed: Condvar,
     stop: AtomicBool,
+    /// Connections being served (the drop waits a little for them to close).
+    open: AtomicUsize,
 }
+
+/// How long a dropped store waits for its clients to hang up: a rank that is still
+/// reading (the list of missing ranks, a last barrier) gets its answer.
+const LINGER: Duration = Duration::from_secs(2);
 
 /// A rendezvous store listening on a TCP port, served by background threads until it
 /// is dropped. See [`StoreClient`](super::StoreClient) for an example.
@@ -81,6 +87,10 @@ impl StoreServer {
 
 impl Drop for StoreServer {
     fn drop(&mut self) {
+        let start = std::time::Instant::now();
+        while self.shared.open.load(Ordering::Acquire) > 0 && start.elapsed() < LINGER {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         self.shared.stop.store(true, Ordering::Release);
         self.shared.changed.notify_all();
         // Wake the blocking accept with a connection of our own.
@@ -104,18 +114,24 @@ fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             break;
         }
         let Ok(stream) = stream else { continue };
-        let shared = shared.clone();
+        shared.open.fetch_add(1, Ordering::AcqRel);
+        let conn_shared = shared.clone();
         let spawned = std::thread::Builder::new()
             .name("gpuscope-store-conn".into())
             .spawn(move || {
-                if let Err(e) = serve(stream, &shared) {
+                let served = serve(stream, &conn_shared);
+                conn_shared.open.fetch_sub(1, Ordering::AcqRel);
+                if let Err(e) = served {
                     if !matches!(e.kind(), ErrorKind::UnexpectedEof) {
                         tracing::debug!(target: "gpuscope::dist", error = %e, "store connection closed");
                     }
                 }
             });
-        if let Ok(t) = spawned {
-            conns.push(t);
+        match spawned {
+            Ok(t) => conns.push(t),
+            Err(_) => {
+                shared.open.fetch_sub(1, Ordering::AcqRel);
+            }
         }
         conns.retain(|t| !t.is_finished());
     }
