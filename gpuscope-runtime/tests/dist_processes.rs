@@ -109,6 +109,13 @@ mod roles {
                 // Leave without reaching the barrier the others wait at.
                 std::process::exit(0);
             }
+            "fail-rank-1" => {
+                if env.rank == 1 {
+                    std::process::exit(5);
+                }
+                let r = Rendezvous::join(&env)?;
+                r.barrier("never")?;
+            }
             "join-then-barrier" => {
                 let r = Rendezvous::join(&env)?;
                 r.barrier("after-join")?;
@@ -458,4 +465,33 @@ fn a_one_device_local_group_registers_memory_and_keeps_stream_order() {
     let host = Tensor::zeros(&[4], &Device::host().unwrap()).unwrap();
     let e = g.all_reduce(&[&host], ReduceOp::Sum).err().unwrap();
     assert!(e.to_string().contains("host"), "{e}");
+}
+
+/// The launcher: a `--devices N` flag re-executes the program N times as ranks.
+#[test]
+fn launch_local_starts_ranks_that_meet_and_stops_them_when_one_fails() {
+    if std::env::var_os(ROLE).is_some() || gpuscope_runtime::dist::launch::is_launched() {
+        return;
+    }
+    use gpuscope_runtime::dist::launch::launch_local_with_env;
+    // The launched copies run this test binary's `child` test in a role.
+    let args: Vec<String> = ["--exact", "child", "--nocapture", "--test-threads=1"]
+        .map(String::from)
+        .to_vec();
+    let status = launch_local_with_env(3, &args, &[(ROLE, "meet")]).unwrap();
+    assert!(status.success(), "{status}");
+    // Rank 1 fails at once; rank 0 would wait 60 s at a barrier: the launcher stops it.
+    let start = Instant::now();
+    let status = launch_local_with_env(
+        2,
+        &args,
+        &[(ROLE, "fail-rank-1"), ("GPUSCOPE_DIST_TIMEOUT_S", "60")],
+    )
+    .unwrap();
+    assert!(!status.success());
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
 }

@@ -11,6 +11,59 @@ use crate::tensor::{Tensor, TensorError};
 
 use super::{Edge, Node, check_saved_versions};
 
+/// A leaf hook with its borrow erased (see [`with_leaf_grad_hook`]).
+type ErasedHook = *const (dyn Fn(&Tensor) + 'static);
+
+thread_local! {
+    /// The hook of [`with_leaf_grad_hook`], while one runs on this thread.
+    static LEAF_HOOK: std::cell::Cell<Option<ErasedHook>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Runs `f` (which calls `backward()`) with `hook` called once per leaf of each
+/// backward pass, when that leaf's gradient is final: after the last use of the leaf
+/// in the graph has added to it (a tied weight used twice is reported once, after both
+/// uses), or when no gradient reached that use. Distributed data parallelism starts
+/// communicating a bucket of gradients the moment they are final.
+///
+/// ```
+/// use gpuscope_runtime::{Device, Tensor};
+/// use gpuscope_runtime::autograd::with_leaf_grad_hook;
+/// let dev = Device::host().unwrap();
+/// let w = Tensor::ones(&[3], &dev).unwrap().set_requires_grad(true);
+/// let loss = w.mul(&w).unwrap().sum().unwrap(); // w used twice
+/// let seen = std::cell::RefCell::new(Vec::new());
+/// with_leaf_grad_hook(&|leaf: &Tensor| seen.borrow_mut().push(leaf.grad().unwrap().to_vec::<f32>().unwrap()), || {
+///     loss.backward()
+/// })
+/// .unwrap();
+/// assert_eq!(*seen.borrow(), vec![vec![2.0f32; 3]]); // once, with both uses added
+/// ```
+pub fn with_leaf_grad_hook<R>(hook: &dyn Fn(&Tensor), f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<ErasedHook>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            LEAF_HOOK.with(|h| h.set(self.0));
+        }
+    }
+    // SAFETY: the pointer is only used while `f` runs (restored by the guard below,
+    // also on panic), during which `hook` is borrowed.
+    let erased: ErasedHook = unsafe { std::mem::transmute(hook) };
+    let _restore = Restore(LEAF_HOOK.with(|h| h.replace(Some(erased))));
+    f()
+}
+
+fn call_leaf_hook(leaf: &Tensor) {
+    if let Some(h) = LEAF_HOOK.with(|h| h.get()) {
+        // SAFETY: set by `with_leaf_grad_hook`, whose borrow outlives this call.
+        unsafe { (*h)(leaf) }
+    }
+}
+
+fn hooked() -> bool {
+    LEAF_HOOK.with(|h| h.get().is_some())
+}
+
 fn key(n: &Arc<Node>) -> *const Node {
     Arc::as_ptr(n)
 }
@@ -47,7 +100,11 @@ pub(crate) fn backward(
     };
     match root.grad_fn() {
         Some(node) => run(node.clone(), seed, site),
-        None if root.requires_grad() => accumulate_leaf(root, seed, site),
+        None if root.requires_grad() => {
+            accumulate_leaf(root, seed, site)?;
+            call_leaf_hook(root);
+            Ok(())
+        }
         None => Err(TensorError::Autograd(
             "backward() on a tensor that does not require grad: no input of the computation required grad, or it ran under no_grad"
                 .into(),
@@ -71,6 +128,25 @@ fn run(root: Arc<Node>, seed: Tensor, site: Site) -> Result<(), TensorError> {
         }
     }
     drop(seen);
+    // With a leaf hook: how many uses each leaf has, to know when its gradient is final.
+    let mut leaf_uses: HashMap<crate::backend::DeviceAddr, usize> = HashMap::new();
+    if hooked() {
+        let mut seen: HashSet<*const Node> = HashSet::from([key(&root)]);
+        let mut stack = vec![root.clone()];
+        while let Some(n) = stack.pop() {
+            for e in &n.edges {
+                match e {
+                    Edge::Node(c) if seen.insert(key(c)) => stack.push(c.clone()),
+                    Edge::Leaf(l) => {
+                        if let Some(l) = l.upgrade() {
+                            *leaf_uses.entry(l.addr()).or_default() += 1;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
 
     let mut grads: HashMap<*const Node, Tensor> = HashMap::new();
     // Nodes whose consumers have all run, with their gradient (`None`: none reached
@@ -137,8 +213,15 @@ fn run(root: Arc<Node>, seed: Tensor, site: Site) -> Result<(), TensorError> {
             match edge {
                 Edge::None => {}
                 Edge::Leaf(leaf) => {
-                    if let (Some(leaf), Some(g)) = (leaf.upgrade(), g) {
+                    let Some(leaf) = leaf.upgrade() else { continue };
+                    if let Some(g) = g {
                         accumulate_leaf(&leaf, g, site)?;
+                    }
+                    if let Some(left) = leaf_uses.get_mut(&leaf.addr()) {
+                        *left -= 1;
+                        if *left == 0 {
+                            call_leaf_hook(&leaf);
+                        }
                     }
                 }
                 Edge::Node(child) => {

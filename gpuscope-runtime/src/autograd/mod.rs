@@ -72,6 +72,8 @@
 
 mod engine;
 
+pub use engine::with_leaf_grad_hook;
+
 use std::sync::{Arc, Mutex};
 
 use crate::grad::is_grad_enabled;

@@ -7,10 +7,14 @@
 //! - [`store`]: a key-value store speaking PyTorch's `TCPStore` protocol ([`StoreServer`],
 //!   [`StoreClient`]), so a gpuscope job can meet at `torchrun`'s agent store or at its
 //!   own;
+//! - [`launch`]: [`launch_local`](launch::launch_local), `torchrun --nproc_per_node=N`
+//!   for a program's own `--devices N` flag;
 //! - [`rendezvous`]: [`Rendezvous`], ranks meeting at the store, with time-outs that
 //!   name the missing ranks;
 //! - `nccl` (feature `cuda`): NCCL loaded at run time, communicators that never hang;
 //! - `peer` (feature `cuda`): copies between GPUs, peer to peer where possible;
+//! - `ddp` (feature `cuda`): [`DistributedDataParallel`]: gradients bucketed and
+//!   averaged across ranks while backward runs;
 //! - `group` (feature `cuda`): [`ProcessGroup`], all-reduce, broadcast, all-gather and
 //!   reduce-scatter on tensors, with the allocator told which streams use which memory.
 //!
@@ -23,9 +27,12 @@
 
 pub mod env;
 mod error;
+pub mod launch;
 pub mod rendezvous;
 pub mod store;
 
+#[cfg(feature = "cuda")]
+pub mod ddp;
 #[cfg(feature = "cuda")]
 pub mod group;
 #[cfg(feature = "cuda")]
@@ -38,5 +45,7 @@ pub use error::DistError;
 pub use rendezvous::Rendezvous;
 pub use store::{StoreClient, StoreServer};
 
+#[cfg(feature = "cuda")]
+pub use ddp::DistributedDataParallel;
 #[cfg(feature = "cuda")]
 pub use group::{ProcessGroup, ReduceOp, Registration, Work};
