@@ -186,6 +186,8 @@ mod args;
 mod derive;
 mod diagnostics;
 mod expand;
+#[cfg(test)]
+mod expansion_size;
 mod item;
 mod lint;
 
