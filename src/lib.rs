@@ -83,14 +83,7 @@ pub use gpuscope_runtime::*;
 /// ```
 pub use gpuscope_macros::{ScopeValue, gpu_scope, no_grad};
 
-/// Support for the macros' expansions. Not a public API: it changes without notice.
+/// Support for the macros' expansions (the runtime's `private` module): the one path
+/// they name. Not a public API: it changes without notice.
 #[doc(hidden)]
-pub mod __private {
-    pub use gpuscope_runtime::Device;
-    pub use gpuscope_runtime::grad::GradModeGuard;
-    pub use gpuscope_runtime::scope::escape::dispatch::{EscapeOther, EscapeScopeValue, Escapee};
-    pub use gpuscope_runtime::scope::{
-        LeakPolicy, ScopeGuard, ScopeOptions, ScopeValue, Scoped, scoped,
-    };
-    pub use gpuscope_runtime::tensor::Tensor;
-}
+pub use gpuscope_runtime::private as __private;

@@ -103,47 +103,33 @@ impl Expander {
     }
 
     fn item(&mut self, mut item: Item) -> Vec<Item> {
-        match &mut item {
-            Item::Fn(f) => {
-                if let Some((which, args)) = take_attr(&mut f.attrs) {
-                    if self.expand {
-                        self.calls += 1;
-                        let out = call_attr(which, args, f.to_token_stream());
-                        let file: syn::File = syn::parse2(out).expect("the expansion parses");
-                        return file.items.into_iter().flat_map(|i| self.item(i)).collect();
-                    }
-                    return self.item(item);
+        if let Item::Fn(f) = &mut item {
+            if let Some((which, args)) = take_attr(&mut f.attrs) {
+                if self.expand {
+                    self.calls += 1;
+                    let out = call_attr(which, args, f.to_token_stream());
+                    let file: syn::File = syn::parse2(out).expect("the expansion parses");
+                    return file.items.into_iter().flat_map(|i| self.item(i)).collect();
                 }
+                return self.item(item);
             }
-            Item::Struct(s) => {
-                if take_derive(&mut s.attrs) {
-                    let mut out = Vec::new();
-                    if self.expand {
-                        self.calls += 1;
-                        let tokens = crate::derive::derive_scope_value(item.to_token_stream());
-                        let file: syn::File = syn::parse2(tokens).expect("the derive parses");
-                        out.extend(file.items);
-                    }
-                    strip_helper_attrs(&mut item);
-                    out.insert(0, item);
-                    return out;
-                }
+        }
+        let derived = match &mut item {
+            Item::Struct(s) => take_derive(&mut s.attrs),
+            Item::Enum(e) => take_derive(&mut e.attrs),
+            _ => false,
+        };
+        if derived {
+            let mut out = Vec::new();
+            if self.expand {
+                self.calls += 1;
+                let tokens = crate::derive::derive_scope_value(item.to_token_stream());
+                let file: syn::File = syn::parse2(tokens).expect("the derive parses");
+                out.extend(file.items);
             }
-            Item::Enum(e) => {
-                if take_derive(&mut e.attrs) {
-                    let mut out = Vec::new();
-                    if self.expand {
-                        self.calls += 1;
-                        let tokens = crate::derive::derive_scope_value(item.to_token_stream());
-                        let file: syn::File = syn::parse2(tokens).expect("the derive parses");
-                        out.extend(file.items);
-                    }
-                    strip_helper_attrs(&mut item);
-                    out.insert(0, item);
-                    return out;
-                }
-            }
-            _ => {}
+            strip_helper_attrs(&mut item);
+            out.insert(0, item);
+            return out;
         }
         self.visit_item_mut(&mut item);
         vec![item]

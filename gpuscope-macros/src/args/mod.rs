@@ -1,8 +1,17 @@
-//! Parsing and checking the attributes' arguments.
-//!
+//! Parsing and checking the attributes' arguments:
 //! `#[gpu_scope(name = "...", leaks = "warn" | "deny" | "allow", sync, device = <expr>)]`
-//! and `#[no_grad]` (no arguments). Every mistake is one [`syn::Error`] spanned on the
-//! offending token.
+//! and `#[no_grad]`, both also taking lint levels (`allow(..)`, `warn(..)`, `deny(..)`).
+//! Every mistake is one [`syn::Error`] spanned on the offending token.
+//!
+//! Self-contained on purpose: this module and its children use `syn`, `proc-macro2` and
+//! `strsim` only (not `proc_macro`, not the rest of this crate), so that a fuzz target
+//! can compile it with `#[path = "../gpuscope-macros/src/args/mod.rs"] mod args;`. The
+//! lint-level arguments are parsed by the caller's [`LevelArgs`] (the crate's
+//! `lint::LintArgs`).
+
+#[cfg(test)]
+mod tests;
+mod words;
 
 use proc_macro2::{Span, TokenStream};
 use syn::meta::ParseNestedMeta;
@@ -10,8 +19,15 @@ use syn::parse::Parser;
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Lit, LitStr};
 
-use crate::diagnostics::{alternatives, one_of, suggestion};
-use crate::lint::LintArgs;
+pub(crate) use words::suggestion;
+use words::{alternatives, one_of};
+
+/// Lint-level arguments, parsed by their owner.
+pub(crate) trait LevelArgs: Default {
+    /// Handles `meta` (named `key`) if it is a lint-level argument (`allow(..)`,
+    /// `warn(..)`, `deny(..)`, or a hidden marker); returns whether it was one.
+    fn parse_meta(&mut self, meta: &ParseNestedMeta<'_>, key: &str) -> syn::Result<bool>;
+}
 
 /// The arguments `#[gpu_scope]` takes.
 pub(crate) const SCOPE_ARGS: &[&str] =
@@ -29,9 +45,8 @@ pub(crate) enum Leaks {
     Allow,
 }
 
-/// The checked arguments of `#[gpu_scope(...)]`.
-#[derive(Default)]
-pub(crate) struct ScopeArgs {
+/// The checked arguments of `#[gpu_scope(...)]`, with lint levels of type `L`.
+pub(crate) struct ScopeArgs<L> {
     /// `name = "..."`: the scope's name (default: the function's name).
     pub name: Option<LitStr>,
     /// `leaks = "..."`: the scope's leak policy (default: the process-wide one).
@@ -41,13 +56,19 @@ pub(crate) struct ScopeArgs {
     /// `device = <expr>`: the device the scope runs on, and the span of `device`.
     pub device: Option<(Span, Expr)>,
     /// `allow(..)`, `warn(..)`, `deny(..)`: levels of the lint rules.
-    pub lints: LintArgs,
+    pub lints: L,
 }
 
-impl ScopeArgs {
+impl<L: LevelArgs> ScopeArgs<L> {
     /// Parses `#[gpu_scope(...)]`'s arguments.
-    pub(crate) fn parse(args: TokenStream) -> syn::Result<ScopeArgs> {
-        let mut out = ScopeArgs::default();
+    pub(crate) fn parse(args: TokenStream) -> syn::Result<ScopeArgs<L>> {
+        let mut out = ScopeArgs {
+            name: None,
+            leaks: None,
+            sync: false,
+            device: None,
+            lints: L::default(),
+        };
         // Where each argument was first given, to reject repeats.
         let mut seen: Vec<(String, Span)> = Vec::new();
         let parser = syn::meta::parser(|meta| {
@@ -128,8 +149,8 @@ impl ScopeArgs {
 }
 
 /// Parses `#[no_grad]`'s arguments: lint levels only.
-pub(crate) fn parse_no_grad(args: TokenStream) -> syn::Result<LintArgs> {
-    let mut lints = LintArgs::default();
+pub(crate) fn parse_no_grad<L: LevelArgs>(args: TokenStream) -> syn::Result<L> {
+    let mut lints = L::default();
     let parser = syn::meta::parser(|meta| {
         let key = path_name(&meta)?;
         if lints.parse_meta(&meta, &key)? {
@@ -202,78 +223,5 @@ fn string_literal(value: &Expr, message: &str) -> syn::Result<LitStr> {
             lit: Lit::Str(s), ..
         }) => Ok(s.clone()),
         _ => Err(syn::Error::new(value.span(), message)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use quote::quote;
-
-    fn err(tokens: TokenStream) -> String {
-        match ScopeArgs::parse(tokens) {
-            Ok(_) => panic!("expected an error"),
-            Err(e) => e.to_string(),
-        }
-    }
-
-    #[test]
-    fn parses_everything() {
-        let args = ScopeArgs::parse(quote!(
-            name = "step",
-            leaks = "deny",
-            sync,
-            device = &self.device
-        ))
-        .unwrap();
-        assert_eq!(args.name.unwrap().value(), "step");
-        assert_eq!(args.leaks, Some(Leaks::Deny));
-        assert!(args.sync);
-        assert!(args.device.is_some());
-        let args = ScopeArgs::parse(quote!(sync = false,)).unwrap();
-        assert!(!args.sync);
-        let args = ScopeArgs::parse(TokenStream::new()).unwrap();
-        assert!(args.name.is_none() && args.leaks.is_none() && !args.sync && args.device.is_none());
-    }
-
-    #[test]
-    fn errors() {
-        assert_eq!(
-            err(quote!(leak = "warn")),
-            "unknown argument `leak` for #[gpu_scope]: expected `name`, `leaks`, `sync`, `device`, `allow`, `warn` or `deny`; did you mean `leaks`?"
-        );
-        assert!(err(quote!(nme = "x")).ends_with("did you mean `name`?"));
-        assert!(err(quote!(name = "a", name = "b")).contains("more than once"));
-        assert!(err(quote!(name = 3)).contains("string literal"));
-        assert!(err(quote!(name = "")).contains("empty"));
-        assert_eq!(
-            err(quote!(leaks = "maybe")),
-            "unknown leak policy `maybe`: expected \"warn\", \"deny\" or \"allow\""
-        );
-        assert!(err(quote!(leaks = "Deny")).ends_with("did you mean `deny`?"));
-        assert!(err(quote!(leaks = deny)).contains("leaks = \"deny\""));
-        assert!(err(quote!(sync = 1)).contains("is a flag"));
-        assert!(err(quote!(sync(true))).contains("is a flag"));
-        assert!(err(quote!(device)).contains("needs a value"));
-        assert!(err(quote!(name("x"))).contains("takes a value with `=`"));
-        assert!(parse_no_grad(quote!(foo)).is_err());
-        assert!(parse_no_grad(TokenStream::new()).is_ok());
-        let lints = parse_no_grad(quote!(allow(forget_tensor), deny(graph_accumulation))).unwrap();
-        assert_eq!(lints.overrides.len(), 2);
-        assert!(
-            parse_no_grad(quote!(allow(forget_tensr)))
-                .unwrap_err()
-                .to_string()
-                .contains("did you mean `forget_tensor`?")
-        );
-        assert!(parse_no_grad(quote!(allow)).is_err());
-        assert!(parse_no_grad(quote!(allow())).is_err());
-        let args =
-            ScopeArgs::parse(quote!(__gpuscope_linted, name = "x", warn(static_escape))).unwrap();
-        assert!(args.lints.linted);
-        assert_eq!(
-            args.lints.overrides,
-            vec![("static_escape".to_string(), gpuscope_lint::Level::Warn)]
-        );
     }
 }
