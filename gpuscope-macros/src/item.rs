@@ -1,8 +1,8 @@
 //! The item an attribute is put on: a function with a body (free, in an `impl`, or a
 //! trait method with a default body), or something else, which is an error.
 //!
-//! A body that does not parse is kept as tokens (as `tracing-attributes` does), so that
-//! the function is still expanded and rustc reports the mistake once, itself.
+//! A function whose body does not parse is [`Target::Unparsed`]: the attribute emits it
+//! as written, so that rustc reports the mistake once, itself (see `expand`).
 
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::{ToTokens, TokenStreamExt};
@@ -10,8 +10,7 @@ use syn::parse::{Parse, ParseStream, Parser};
 use syn::{Attribute, Block, Signature, Stmt, Visibility, braced, token};
 
 /// A function with a body, as an attribute sees it. Unlike [`syn::ItemFn`] it also takes
-/// `default fn` (specialisation), keeps the body's inner attributes apart, and keeps a
-/// body that does not parse.
+/// `default fn` (specialisation) and keeps the body's inner attributes apart.
 pub(crate) struct FnItem {
     pub attrs: Vec<Attribute>,
     pub vis: Visibility,
@@ -21,11 +20,7 @@ pub(crate) struct FnItem {
     pub brace: token::Brace,
     /// `#![...]` at the top of the body.
     pub inner_attrs: Vec<Attribute>,
-    /// The body's statements; empty when [`FnItem::unparsed`] holds the body.
     pub stmts: Vec<Stmt>,
-    /// The body's tokens (after its inner attributes) when they do not parse as
-    /// statements: they are emitted as they are, for rustc to report.
-    pub unparsed: Option<TokenStream>,
     /// Statements the expansion puts first in the body (lint warnings).
     pub prelude: TokenStream,
 }
@@ -49,14 +44,6 @@ impl FnItem {
         });
         out
     }
-
-    /// The body as it was written: its statements, or its unparsed tokens.
-    pub(crate) fn body(&self) -> TokenStream {
-        let mut out = TokenStream::new();
-        out.append_all(&self.stmts);
-        out.extend(self.unparsed.clone());
-        out
-    }
 }
 
 /// What the attribute was put on.
@@ -65,6 +52,8 @@ pub(crate) enum Target {
     Fn(Box<FnItem>),
     /// A function without a body (a trait method's declaration); the span is its `;`.
     Bodiless { semi: Span },
+    /// A function whose signature parses but whose body does not.
+    Unparsed,
     /// Something else, and the span of the keyword that says what.
     Other { kind: ItemKind, span: Span },
 }
@@ -173,12 +162,16 @@ impl Parse for Target {
         }
         let content;
         let brace = braced!(content in input);
-        let inner_attrs = content.call(Attribute::parse_inner)?;
-        // A body that does not parse is kept as tokens: rustc reports it, once.
-        let rest: TokenStream = content.parse()?;
-        let (stmts, unparsed) = match Block::parse_within.parse2(rest.clone()) {
-            Ok(stmts) => (stmts, None),
-            Err(_) => (Vec::new(), Some(rest)),
+        let body: TokenStream = content.parse()?;
+        let parsed = (|input: ParseStream<'_>| {
+            Ok((
+                input.call(Attribute::parse_inner)?,
+                input.call(Block::parse_within)?,
+            ))
+        })
+        .parse2(body);
+        let Ok((inner_attrs, stmts)) = parsed else {
+            return Ok(Target::Unparsed);
         };
         Ok(Target::Fn(Box::new(FnItem {
             attrs,
@@ -188,7 +181,6 @@ impl Parse for Target {
             brace,
             inner_attrs,
             stmts,
-            unparsed,
             prelude: TokenStream::new(),
         })))
     }
@@ -252,7 +244,7 @@ mod tests {
         match syn::parse2::<Target>(tokens).unwrap_or_else(|e| panic!("{e}")) {
             Target::Other { kind, .. } => kind,
             Target::Fn(_) => panic!("a function"),
-            Target::Bodiless { .. } => panic!("a bodiless function"),
+            Target::Bodiless { .. } | Target::Unparsed => panic!("a function"),
         }
     }
 
@@ -342,15 +334,13 @@ mod tests {
         )) else {
             panic!("a function")
         };
-        assert_eq!(
-            (f.inner_attrs.len(), f.stmts.len(), f.unparsed.is_none()),
-            (1, 2, true)
-        );
-        let Ok(Target::Fn(f)) = syn::parse2::<Target>(quote!(fn f() { let a = ; a })) else {
-            panic!("a function")
-        };
-        assert!(f.stmts.is_empty());
-        assert_eq!(f.body().to_string(), "let a = ; a");
+        assert_eq!((f.inner_attrs.len(), f.stmts.len()), (1, 2));
+        for body in [quote!(let a = ; a), quote!(#![=] x), quote!(x+)] {
+            assert!(matches!(
+                syn::parse2::<Target>(quote!(fn f() -> u8 { #body })),
+                Ok(Target::Unparsed)
+            ));
+        }
         assert!(matches!(
             syn::parse2::<Target>(quote!(
                 fn f(&self);

@@ -13,7 +13,7 @@
 mod tests;
 mod words;
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::{Span, TokenStream, TokenTree};
 use syn::meta::ParseNestedMeta;
 use syn::parse::Parser;
 use syn::spanned::Spanned;
@@ -71,9 +71,10 @@ impl<L: LevelArgs> ScopeArgs<L> {
         };
         // Where each argument was first given, to reject repeats.
         let mut seen: Vec<(String, Span)> = Vec::new();
-        let parser = syn::meta::parser(|meta| {
-            let key = path_name(&meta)?;
-            if out.lints.parse_meta(&meta, &key)? {
+        let expected = format!("an argument of #[gpu_scope] ({})", one_of(SCOPE_ARGS));
+        parse_list(args, &expected, |meta| {
+            let key = path_name(meta)?;
+            if out.lints.parse_meta(meta, &key)? {
                 return Ok(());
             }
             if seen.iter().any(|(k, _)| *k == key) {
@@ -82,7 +83,7 @@ impl<L: LevelArgs> ScopeArgs<L> {
             seen.push((key.clone(), meta.path.span()));
             match key.as_str() {
                 "name" => {
-                    let value = value_of(&meta, &key, "name = \"train_step\"")?;
+                    let value = value_of(meta, &key, "name = \"train_step\"")?;
                     let lit = string_literal(
                         &value,
                         "`name` takes a string literal: `name = \"train_step\"`",
@@ -97,7 +98,7 @@ impl<L: LevelArgs> ScopeArgs<L> {
                 }
                 "leaks" => {
                     let expected = format!("expected {}", alternatives(quoted(POLICIES)));
-                    let value = value_of(&meta, &key, "leaks = \"deny\"")?;
+                    let value = value_of(meta, &key, "leaks = \"deny\"")?;
                     let lit = match &value {
                         Expr::Path(p) if p.path.get_ident().is_some() => {
                             let word = p.path.segments[0].ident.to_string();
@@ -127,10 +128,10 @@ impl<L: LevelArgs> ScopeArgs<L> {
                     });
                 }
                 "sync" => {
-                    out.sync = flag(&meta, &key)?;
+                    out.sync = flag(meta, &key)?;
                 }
                 "device" => {
-                    let value = value_of(&meta, &key, "device = &self.device")?;
+                    let value = value_of(meta, &key, "device = &self.device")?;
                     out.device = Some((meta.path.span(), value));
                 }
                 other => {
@@ -142,8 +143,7 @@ impl<L: LevelArgs> ScopeArgs<L> {
                 }
             }
             Ok(())
-        });
-        parser.parse2(args)?;
+        })?;
         Ok(out)
     }
 }
@@ -151,18 +151,18 @@ impl<L: LevelArgs> ScopeArgs<L> {
 /// Parses `#[no_grad]`'s arguments: lint levels only.
 pub(crate) fn parse_no_grad<L: LevelArgs>(args: TokenStream) -> syn::Result<L> {
     let mut lints = L::default();
-    let parser = syn::meta::parser(|meta| {
-        let key = path_name(&meta)?;
-        if lints.parse_meta(&meta, &key)? {
+    let levels = one_of(&["allow(..)", "warn(..)", "deny(..)"]);
+    let expected = format!("a lint level of #[no_grad] ({levels})");
+    parse_list(args, &expected, |meta| {
+        let key = path_name(meta)?;
+        if lints.parse_meta(meta, &key)? {
             return Ok(());
         }
         Err(meta.error(format!(
-            "#[no_grad] takes no arguments but lint levels ({}); found `{key}`{}",
-            one_of(&["allow(..)", "warn(..)", "deny(..)"]),
+            "#[no_grad] takes no arguments but lint levels ({levels}); found `{key}`{}",
             suggestion(&key, NO_GRAD_ARGS)
         )))
-    });
-    parser.parse2(args)?;
+    })?;
     Ok(lints)
 }
 
@@ -170,12 +170,62 @@ fn quoted(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| format!("\"{w}\"")).collect()
 }
 
+/// Parses `args`, a comma-separated list of `key`, `key = <expr>` and `key(..)`, calling
+/// `each` on every argument: `syn`'s meta parser, with errors that say what was
+/// `expected` where something else is found (a literal, a stray token, a missing `,`).
+fn parse_list(
+    args: TokenStream,
+    expected: &str,
+    mut each: impl FnMut(&ParseNestedMeta<'_>) -> syn::Result<()>,
+) -> syn::Result<()> {
+    if let Some(first) = args.clone().into_iter().next() {
+        starts_argument(&first, expected)?;
+    }
+    let parser = syn::meta::parser(|meta| {
+        each(&meta)?;
+        next_argument(&meta, expected)
+    });
+    parser.parse2(args)
+}
+
+/// After an argument: the end, or `,` and the start of another argument (or the end).
+fn next_argument(meta: &ParseNestedMeta<'_>, expected: &str) -> syn::Result<()> {
+    let input = meta.input;
+    if input.is_empty() {
+        return Ok(());
+    }
+    let fork = input.fork();
+    let separator: TokenTree = fork.parse()?;
+    if !matches!(&separator, TokenTree::Punct(p) if p.as_char() == ',') {
+        return Err(syn::Error::new(
+            separator.span(),
+            format!("expected `,` between arguments, found `{separator}`"),
+        ));
+    }
+    match fork.parse::<TokenTree>() {
+        Ok(next) => starts_argument(&next, expected),
+        Err(_) => Ok(()),
+    }
+}
+
+/// An argument starts with its name (a path, reported by [`path_name`] if not a name).
+fn starts_argument(token: &TokenTree, expected: &str) -> syn::Result<()> {
+    match token {
+        TokenTree::Ident(_) => Ok(()),
+        TokenTree::Punct(p) if p.as_char() == ':' => Ok(()),
+        other => Err(syn::Error::new(
+            other.span(),
+            format!("expected {expected}, found `{other}`"),
+        )),
+    }
+}
+
 /// The argument's name: a single identifier.
 fn path_name(meta: &ParseNestedMeta<'_>) -> syn::Result<String> {
     match meta.path.get_ident() {
         Some(ident) => Ok(ident.to_string()),
-        None => Err(syn::Error::new(
-            meta.path.span(),
+        None => Err(syn::Error::new_spanned(
+            &meta.path,
             "expected an argument name such as `name`",
         )),
     }
@@ -184,7 +234,14 @@ fn path_name(meta: &ParseNestedMeta<'_>) -> syn::Result<String> {
 /// The `= <expr>` of `key = <expr>`, or an error showing `example`.
 fn value_of(meta: &ParseNestedMeta<'_>, key: &str, example: &str) -> syn::Result<Expr> {
     if meta.input.peek(syn::Token![=]) {
-        let value: Expr = meta.value()?.parse()?;
+        let eq: syn::Token![=] = meta.input.parse()?;
+        if meta.input.is_empty() || meta.input.peek(syn::Token![,]) {
+            return Err(syn::Error::new(
+                eq.span,
+                format!("`{key}` needs a value after `=`: `{example}`"),
+            ));
+        }
+        let value: Expr = meta.input.parse()?;
         Ok(value)
     } else if meta.input.peek(syn::token::Paren) {
         let group: proc_macro2::Group = meta.input.parse()?;
@@ -201,7 +258,11 @@ fn value_of(meta: &ParseNestedMeta<'_>, key: &str, example: &str) -> syn::Result
 fn flag(meta: &ParseNestedMeta<'_>, key: &str) -> syn::Result<bool> {
     let message = format!("`{key}` is a flag: write `{key}`, `{key} = true` or `{key} = false`");
     if meta.input.peek(syn::Token![=]) {
-        let value: Expr = meta.value()?.parse()?;
+        let eq: syn::Token![=] = meta.input.parse()?;
+        if meta.input.is_empty() || meta.input.peek(syn::Token![,]) {
+            return Err(syn::Error::new(eq.span, message));
+        }
+        let value: Expr = meta.input.parse()?;
         match &value {
             Expr::Lit(ExprLit {
                 lit: Lit::Bool(b), ..

@@ -122,3 +122,44 @@ fn malformed() {
         );
     }
 }
+
+/// What is not an argument is named, with what was expected.
+#[test]
+fn not_arguments() {
+    let expected = "expected an argument of #[gpu_scope] (`name`, `leaks`, `sync`, `device`, `allow`, `warn` or `deny`)";
+    assert_eq!(err(quote!("step")), format!("{expected}, found `\"step\"`"));
+    assert_eq!(err(quote!(,)), format!("{expected}, found `,`"));
+    assert_eq!(
+        err(quote!(sync,, name = "a")),
+        format!("{expected}, found `,`")
+    );
+    assert_eq!(err(quote!(sync, 3)), format!("{expected}, found `3`"));
+    assert_eq!(
+        err(quote!(name = "a" sync)),
+        "expected `,` between arguments, found `sync`"
+    );
+    assert_eq!(
+        err(quote!(name = , sync)),
+        "`name` needs a value after `=`: `name = \"train_step\"`"
+    );
+    assert_eq!(
+        err(quote!(device =)),
+        "`device` needs a value after `=`: `device = &self.device`"
+    );
+    assert!(err(quote!(sync =)).contains("is a flag"));
+    assert_eq!(
+        err(quote!(a::b = 1)),
+        "expected an argument name such as `name`"
+    );
+    assert!(
+        parse_no_grad::<LintArgs>(quote!("x"))
+            .err()
+            .unwrap()
+            .to_string()
+            .starts_with(
+                "expected a lint level of #[no_grad] (`allow(..)`, `warn(..)` or `deny(..)`), found"
+            )
+    );
+    // Trailing commas are fine.
+    assert!(ScopeArgs::<LintArgs>::parse(quote!(sync, name = "a",)).is_ok());
+}

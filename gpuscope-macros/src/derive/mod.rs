@@ -35,3 +35,33 @@ pub(crate) fn derive_scope_value(input: TokenStream) -> TokenStream {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    #[test]
+    fn a_mistake_is_its_error_and_a_fallback_impl() {
+        let out = derive_scope_value(quote! {
+            struct S<T> { #[scope_value(skp)] a: T }
+        })
+        .to_string();
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        assert!(out.contains("did you mean `skip`?"), "{out}");
+        // The fallback visits nothing and bounds nothing.
+        let fallback = &out[out.find("impl").expect("a fallback impl")..];
+        assert!(!fallback.contains("where"), "{out}");
+        assert!(!fallback.contains("for_each_tensor (& self . a"), "{out}");
+
+        let out = derive_scope_value(quote! {
+            struct S<T> { a: T, #[scope_value(skip)] b: u8 }
+        })
+        .to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(
+            out.contains("where T : :: gpuscope :: __private :: ScopeValue"),
+            "{out}"
+        );
+    }
+}

@@ -3,8 +3,7 @@
 //! are found here, every one of them (combined into one `syn::Error`).
 
 use proc_macro2::Span;
-use syn::spanned::Spanned;
-use syn::{Attribute, DeriveInput, Generics, Ident, Type};
+use syn::{Attribute, DeriveInput, Generics, Ident, Meta, Type};
 
 use crate::args::suggestion;
 
@@ -14,7 +13,7 @@ pub(super) struct Input<'a> {
     pub generics: &'a Generics,
     pub data: Data<'a>,
     /// `#[scope_value]` on the type itself (a mistake).
-    pub misplaced: Vec<Span>,
+    pub misplaced: Vec<&'a Attribute>,
 }
 
 pub(super) enum Data<'a> {
@@ -28,7 +27,7 @@ pub(super) struct Variant<'a> {
     pub ident: &'a Ident,
     pub fields: Fields<'a>,
     /// `#[scope_value]` on the variant (a mistake).
-    pub misplaced: Vec<Span>,
+    pub misplaced: Vec<&'a Attribute>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -64,7 +63,7 @@ impl<'a> Input<'a> {
                     .map(|v| Variant {
                         ident: &v.ident,
                         fields: Fields::from_syn(&v.fields, &mut errors),
-                        misplaced: spans_of_scope_value(&v.attrs),
+                        misplaced: scope_value_attrs(&v.attrs),
                     })
                     .collect(),
             ),
@@ -75,7 +74,7 @@ impl<'a> Input<'a> {
             ident: &input.ident,
             generics: &input.generics,
             data,
-            misplaced: spans_of_scope_value(&input.attrs),
+            misplaced: scope_value_attrs(&input.attrs),
         })
     }
 }
@@ -108,11 +107,17 @@ fn skip(attrs: &[Attribute]) -> syn::Result<bool> {
         if !attr.path().is_ident("scope_value") {
             continue;
         }
+        if !matches!(attr.meta, Meta::List(_)) {
+            return Err(syn::Error::new_spanned(attr, EXPECTED));
+        }
         let mut here = false;
         attr.parse_nested_meta(|meta| {
             if meta.path.is_ident("skip") {
                 if here || skip {
                     return Err(meta.error("`skip` is given more than once"));
+                }
+                if !meta.input.is_empty() && !meta.input.peek(syn::Token![,]) {
+                    return Err(meta.error(format!("`skip` takes no value: {EXPECTED}")));
                 }
                 here = true;
                 Ok(())
@@ -128,21 +133,20 @@ fn skip(attrs: &[Attribute]) -> syn::Result<bool> {
             }
         })?;
         if !here {
-            return Err(syn::Error::new(
-                attr.span(),
-                "expected `#[scope_value(skip)]`",
-            ));
+            return Err(syn::Error::new_spanned(attr, EXPECTED));
         }
         skip = true;
     }
     Ok(skip)
 }
 
-fn spans_of_scope_value(attrs: &[Attribute]) -> Vec<Span> {
+const EXPECTED: &str = "expected `#[scope_value(skip)]`";
+
+/// The attributes `#[scope_value ..]` among `attrs`.
+fn scope_value_attrs(attrs: &[Attribute]) -> Vec<&Attribute> {
     attrs
         .iter()
         .filter(|a| a.path().is_ident("scope_value"))
-        .map(|a| a.span())
         .collect()
 }
 

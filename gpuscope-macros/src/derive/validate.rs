@@ -5,18 +5,18 @@ use super::parse::{Data, Errors, Input};
 
 pub(super) fn check(input: &Input<'_>) -> syn::Result<()> {
     let mut errors = Errors::default();
-    for &span in &input.misplaced {
-        errors.push(syn::Error::new(
-            span,
+    for attr in &input.misplaced {
+        errors.push(syn::Error::new_spanned(
+            attr,
             "#[scope_value(skip)] goes on a field, not on the type",
         ));
     }
     match &input.data {
         Data::Struct(_) => {}
         Data::Enum(variants) => {
-            for &span in variants.iter().flat_map(|v| &v.misplaced) {
-                errors.push(syn::Error::new(
-                    span,
+            for attr in variants.iter().flat_map(|v| &v.misplaced) {
+                errors.push(syn::Error::new_spanned(
+                    attr,
                     "#[scope_value(skip)] goes on a field, not on a variant",
                 ));
             }

@@ -18,7 +18,7 @@ use crate::item::FnItem;
 /// the body.
 pub(super) fn async_body(f: &FnItem, prelude: TokenStream) -> TokenStream {
     let ret = ReturnKind::of(&f.sig.output);
-    let body = f.body();
+    let body = &f.stmts;
     let fake_return = match (ret.annotation(), ret.span()) {
         (Some(annotation), Some(at)) => {
             // Located at the declared type: "return type inferred to be `T` here" points
@@ -45,7 +45,7 @@ pub(super) fn async_body(f: &FnItem, prelude: TokenStream) -> TokenStream {
         }
         _ => TokenStream::new(),
     };
-    quote!(async move { #fake_return #prelude #body })
+    quote!(async move { #fake_return #prelude #(#body)* })
 }
 
 /// The async block a function returns from its last statement.

@@ -36,7 +36,8 @@ pub(crate) fn gpu_scope(args: TokenStream, item: TokenStream) -> TokenStream {
     let parsed =
         function(&item, Attr::GpuScope).and_then(|f| Ok((f, ScopeArgs::<LintArgs>::parse(args)?)));
     let (mut f, args) = match parsed {
-        Ok(parsed) => parsed,
+        Ok((Some(f), args)) => (f, args),
+        Ok((None, _)) => return item,
         Err(e) => return error_with_item(e, item),
     };
     let lints = lint::lint(&mut f, Attr::GpuScope, &args.lints);
@@ -48,7 +49,8 @@ pub(crate) fn no_grad(args: TokenStream, item: TokenStream) -> TokenStream {
     let parsed =
         function(&item, Attr::NoGrad).and_then(|f| Ok((f, parse_no_grad::<LintArgs>(args)?)));
     let (mut f, lint_args) = match parsed {
-        Ok(parsed) => parsed,
+        Ok((Some(f), lint_args)) => (f, lint_args),
+        Ok((None, _)) => return item,
         Err(e) => return error_with_item(e, item),
     };
     let lints = lint::lint(&mut f, Attr::NoGrad, &lint_args);
@@ -62,11 +64,16 @@ impl LevelArgs for LintArgs {
     }
 }
 
-/// The function the attribute is on, or the error saying why there is none.
-fn function(item: &TokenStream, attr: Attr) -> syn::Result<FnItem> {
+/// The function the attribute is on, or the error saying why there is none. `None`
+/// for a function whose body does not parse: it is emitted as written (its arguments
+/// checked), so that rustc reports the mistake once. (`tracing-attributes` expands
+/// such a body as tokens; but a body wrapped in new braces moves rustc's errors at the
+/// closing brace, which then come twice.)
+fn function(item: &TokenStream, attr: Attr) -> syn::Result<Option<FnItem>> {
     let name = attr.name();
     let f = match syn::parse2::<Target>(item.clone())? {
         Target::Fn(f) => *f,
+        Target::Unparsed => return Ok(None),
         Target::Bodiless { semi } => {
             return Err(syn::Error::new(
                 semi,
@@ -96,5 +103,5 @@ fn function(item: &TokenStream, attr: Attr) -> syn::Result<FnItem> {
             format!("#[{name}] cannot go on a `const fn`: {why}"),
         ));
     }
-    Ok(f)
+    Ok(Some(f))
 }

@@ -28,9 +28,9 @@ pub(super) fn expand(f: &FnItem) -> TokenStream {
         return f.to_tokens_with_body(quote!(#(#stmts)*));
     }
     let guard = local("__gpuscope_no_grad");
-    let body = f.body();
+    let stmts = &f.stmts;
     f.to_tokens_with_body(quote! {
         let #guard = #p::GradModeGuard::no_grad();
-        #body
+        #(#stmts)*
     })
 }

@@ -82,12 +82,10 @@ pub(super) fn expand(f: &FnItem, args: &Args) -> TokenStream {
             })
         });
     }
-    let unparsed = &f.unparsed;
     f.to_tokens_with_body(quote! {
         let #guard = #p::ScopeGuard::enter(#options);
         #device
         #(#stmts)*
-        #unparsed
     })
 }
 
