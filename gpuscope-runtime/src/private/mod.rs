@@ -2,14 +2,15 @@
 //! defined once here, so that each annotated function holds small calls, not
 //! definitions. Not a public API: it changes without notice.
 //!
-//! - [`options`]: a scope's [`ScopeOptions`] at the annotated function's site.
+//! - `options`: a scope's `ScopeOptions` at the annotated function's site.
 //! - `dispatch`: escaping a returned value of any type (autoref dispatch), called
-//!   through [`escape!`](crate::__gpuscope_escape).
-//! - [`scope_future`]: the scope of an `async fn` (or of a returned async block).
-//! - `sync_device`: [`SyncDevice`], the guard of `device = <expr>, sync`.
-//! - `no_grad`: [`NoGradFuture`], grad mode off during each poll of a future.
+//!   through `escape!`.
+//! - `scope_future` (from `scope::future`): the scope of an `async fn` (or of a
+//!   returned async block).
+//! - `sync_device`: `SyncDevice`, the guard of `device = <expr>, sync`.
+//! - `no_grad`: `NoGradFuture`, grad mode off during each poll of a future.
 //!
-//! The derive `#[derive(ScopeValue)]` names [`ScopeValue`] and [`Tensor`] from here.
+//! `#[derive(ScopeValue)]` names `ScopeValue` and `Tensor` from here.
 
 pub mod dispatch;
 mod no_grad;
