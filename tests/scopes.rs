@@ -755,6 +755,31 @@ fn async_return_escapes() {
     assert!(events.is_empty(), "{events:?}");
 }
 
+impl Loader {
+    /// A returned future with `device` and `sync`: evaluated at the first poll, inside
+    /// the scope.
+    #[gpu_scope(name = "boxed_on_device", leaks = "deny", sync, device = &self.dev)]
+    fn boxed_on_device(&self) -> Pin<Box<dyn Future<Output = Tensor> + '_>> {
+        Box::pin(async move {
+            yield_now().await;
+            assert_eq!(current_scope().as_deref(), Some("boxed_on_device"));
+            Tensor::zeros(&[19], &self.dev).unwrap()
+        })
+    }
+}
+
+#[test]
+fn returned_future_with_device() {
+    let loader = Loader { dev: dev() };
+    let fut = loader.boxed_on_device();
+    // Building the future opens nothing.
+    assert_eq!(scope_depth(), 0);
+    let (t, events) = capture(|| block_on(fut));
+    assert_eq!(t.shape(), &[19]);
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(scope_depth(), 0);
+}
+
 fn assert_send<T: Send>(_: &T) {}
 
 #[gpu_scope(device = dev, sync)]
