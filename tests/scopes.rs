@@ -287,6 +287,60 @@ fn escape_by_return_is_not_reported() {
     assert_eq!(scope_depth(), 0);
 }
 
+/// An error type that is not a `ScopeValue`.
+#[derive(Debug)]
+struct PlainError;
+
+/// A type holding a tensor that is not a `ScopeValue`.
+struct Holder(Tensor);
+
+#[gpu_scope(name = "rung_ok", leaks = "deny")]
+fn rung_ok(dev: &Device, fail: bool) -> Result<Tensor, PlainError> {
+    if fail {
+        return Err(PlainError);
+    }
+    Ok(Tensor::zeros(&[12], dev).unwrap())
+}
+
+#[gpu_scope(name = "rung_none")]
+fn rung_none(dev: &Device) -> Holder {
+    Holder(Tensor::zeros(&[14], dev).unwrap())
+}
+
+#[gpu_scope(name = "async_rung_ok", leaks = "deny")]
+async fn async_rung_ok(dev: &Device) -> Result<Tensor, PlainError> {
+    yield_now().await;
+    Ok(Tensor::zeros(&[15], dev).unwrap())
+}
+
+#[gpu_scope(name = "async_rung_none")]
+async fn async_rung_none(dev: &Device) -> Holder {
+    yield_now().await;
+    Holder(Tensor::zeros(&[17], dev).unwrap())
+}
+
+#[test]
+fn escape_dispatch_by_return_type() {
+    let dev = dev();
+    // A `Result` whose `Ok` type is a `ScopeValue` and whose error type is not: the `Ok`
+    // value escapes.
+    let (r, events) = capture(|| (rung_ok(&dev, false), rung_ok(&dev, true)));
+    assert_eq!(r.0.unwrap().shape(), &[12]);
+    assert!(r.1.is_err());
+    assert!(events.is_empty(), "{events:?}");
+    let (r, events) = capture(|| block_on(async_rung_ok(&dev)));
+    assert_eq!(r.unwrap().shape(), &[15]);
+    assert!(events.is_empty(), "{events:?}");
+    // Any other type is let through untouched: the tensor inside cannot be found, and is
+    // reported.
+    let (h, events) = capture(|| rung_none(&dev));
+    assert_eq!(h.0.shape(), &[14]);
+    assert_eq!(leaks_of(&events, "rung_none").len(), 1, "{events:?}");
+    let (h, events) = capture(|| block_on(async_rung_none(&dev)));
+    assert_eq!(h.0.shape(), &[17]);
+    assert_eq!(leaks_of(&events, "async_rung_none").len(), 1, "{events:?}");
+}
+
 #[gpu_scope(name = "keeper", leaks = "deny")]
 fn keeps(dev: &Device, params: &mut Vec<Tensor>) -> usize {
     let w = Tensor::randn(&[4, 4], dev).unwrap();
@@ -699,6 +753,31 @@ fn async_return_escapes() {
     let ((a, v), events) = capture(|| block_on(async_escape(&dev)));
     assert_eq!((a.shape(), v.len()), (&[1][..], 1));
     assert!(events.is_empty(), "{events:?}");
+}
+
+impl Loader {
+    /// A returned future with `device` and `sync`: evaluated at the first poll, inside
+    /// the scope.
+    #[gpu_scope(name = "boxed_on_device", leaks = "deny", sync, device = &self.dev)]
+    fn boxed_on_device(&self) -> Pin<Box<dyn Future<Output = Tensor> + '_>> {
+        Box::pin(async move {
+            yield_now().await;
+            assert_eq!(current_scope().as_deref(), Some("boxed_on_device"));
+            Tensor::zeros(&[19], &self.dev).unwrap()
+        })
+    }
+}
+
+#[test]
+fn returned_future_with_device() {
+    let loader = Loader { dev: dev() };
+    let fut = loader.boxed_on_device();
+    // Building the future opens nothing.
+    assert_eq!(scope_depth(), 0);
+    let (t, events) = capture(|| block_on(fut));
+    assert_eq!(t.shape(), &[19]);
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(scope_depth(), 0);
 }
 
 fn assert_send<T: Send>(_: &T) {}

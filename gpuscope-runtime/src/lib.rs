@@ -24,6 +24,8 @@
 //!   since they were saved ([`Tensor::version`]).
 //! - [`optim`]: optimizers ([`Sgd`], [`AdamW`]) and [`fit_batch_size`].
 //! - [`trace`]: record an allocator's trace and replay traces through it.
+//! - `private` (hidden): what the expansions of `gpuscope-macros` call (the escape
+//!   dispatch, the async scope, the `sync` device guard, the `no_grad` future).
 //!
 //! ```
 //! use gpuscope_runtime::Device;
@@ -39,6 +41,10 @@ pub mod backend;
 pub mod device;
 pub mod grad;
 pub mod optim;
+/// Support for the expansions of `gpuscope-macros`, reached as `gpuscope::__private`.
+/// Not a public API: it changes without notice.
+#[doc(hidden)]
+pub mod private;
 pub mod scope;
 pub mod tensor;
 pub mod trace;

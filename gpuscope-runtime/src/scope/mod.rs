@@ -25,7 +25,7 @@
 //!    then belongs to the parent, so [`report_live`] still lists it.
 
 pub mod escape;
-mod future;
+pub(crate) mod future;
 pub mod policy;
 pub mod record;
 pub mod report;

@@ -1,17 +1,33 @@
-//! Parsing and checking the attributes' arguments.
-//!
+//! Parsing and checking the attributes' arguments:
 //! `#[gpu_scope(name = "...", leaks = "warn" | "deny" | "allow", sync, device = <expr>)]`
-//! and `#[no_grad]` (no arguments). Every mistake is one [`syn::Error`] spanned on the
-//! offending token.
+//! and `#[no_grad]`, both also taking lint levels (`allow(..)`, `warn(..)`, `deny(..)`).
+//! Every mistake is one [`syn::Error`] spanned on the offending token.
+//!
+//! Self-contained on purpose: this module and its children use `syn`, `proc-macro2` and
+//! `strsim` only (not `proc_macro`, not the rest of this crate), so that a fuzz target
+//! can compile it with `#[path = "../gpuscope-macros/src/args/mod.rs"] mod args;`. The
+//! lint-level arguments are parsed by the caller's [`LevelArgs`] (the crate's
+//! `lint::LintArgs`).
 
-use proc_macro2::{Span, TokenStream};
+#[cfg(test)]
+mod tests;
+mod words;
+
+use proc_macro2::{Span, TokenStream, TokenTree};
 use syn::meta::ParseNestedMeta;
 use syn::parse::Parser;
 use syn::spanned::Spanned;
 use syn::{Expr, ExprLit, Lit, LitStr};
 
-use crate::diagnostics::{alternatives, one_of, suggestion};
-use crate::lint::LintArgs;
+pub(crate) use words::suggestion;
+use words::{alternatives, one_of};
+
+/// Lint-level arguments, parsed by their owner.
+pub(crate) trait LevelArgs: Default {
+    /// Handles `meta` (named `key`) if it is a lint-level argument (`allow(..)`,
+    /// `warn(..)`, `deny(..)`, or a hidden marker); returns whether it was one.
+    fn parse_meta(&mut self, meta: &ParseNestedMeta<'_>, key: &str) -> syn::Result<bool>;
+}
 
 /// The arguments `#[gpu_scope]` takes.
 pub(crate) const SCOPE_ARGS: &[&str] =
@@ -29,9 +45,8 @@ pub(crate) enum Leaks {
     Allow,
 }
 
-/// The checked arguments of `#[gpu_scope(...)]`.
-#[derive(Default)]
-pub(crate) struct ScopeArgs {
+/// The checked arguments of `#[gpu_scope(...)]`, with lint levels of type `L`.
+pub(crate) struct ScopeArgs<L> {
     /// `name = "..."`: the scope's name (default: the function's name).
     pub name: Option<LitStr>,
     /// `leaks = "..."`: the scope's leak policy (default: the process-wide one).
@@ -41,18 +56,25 @@ pub(crate) struct ScopeArgs {
     /// `device = <expr>`: the device the scope runs on, and the span of `device`.
     pub device: Option<(Span, Expr)>,
     /// `allow(..)`, `warn(..)`, `deny(..)`: levels of the lint rules.
-    pub lints: LintArgs,
+    pub lints: L,
 }
 
-impl ScopeArgs {
+impl<L: LevelArgs> ScopeArgs<L> {
     /// Parses `#[gpu_scope(...)]`'s arguments.
-    pub(crate) fn parse(args: TokenStream) -> syn::Result<ScopeArgs> {
-        let mut out = ScopeArgs::default();
+    pub(crate) fn parse(args: TokenStream) -> syn::Result<ScopeArgs<L>> {
+        let mut out = ScopeArgs {
+            name: None,
+            leaks: None,
+            sync: false,
+            device: None,
+            lints: L::default(),
+        };
         // Where each argument was first given, to reject repeats.
         let mut seen: Vec<(String, Span)> = Vec::new();
-        let parser = syn::meta::parser(|meta| {
-            let key = path_name(&meta)?;
-            if out.lints.parse_meta(&meta, &key)? {
+        let expected = format!("an argument of #[gpu_scope] ({})", one_of(SCOPE_ARGS));
+        parse_list(args, &expected, |meta| {
+            let key = path_name(meta)?;
+            if out.lints.parse_meta(meta, &key)? {
                 return Ok(());
             }
             if seen.iter().any(|(k, _)| *k == key) {
@@ -61,7 +83,7 @@ impl ScopeArgs {
             seen.push((key.clone(), meta.path.span()));
             match key.as_str() {
                 "name" => {
-                    let value = value_of(&meta, &key, "name = \"train_step\"")?;
+                    let value = value_of(meta, &key, "name = \"train_step\"")?;
                     let lit = string_literal(
                         &value,
                         "`name` takes a string literal: `name = \"train_step\"`",
@@ -76,7 +98,7 @@ impl ScopeArgs {
                 }
                 "leaks" => {
                     let expected = format!("expected {}", alternatives(quoted(POLICIES)));
-                    let value = value_of(&meta, &key, "leaks = \"deny\"")?;
+                    let value = value_of(meta, &key, "leaks = \"deny\"")?;
                     let lit = match &value {
                         Expr::Path(p) if p.path.get_ident().is_some() => {
                             let word = p.path.segments[0].ident.to_string();
@@ -106,10 +128,10 @@ impl ScopeArgs {
                     });
                 }
                 "sync" => {
-                    out.sync = flag(&meta, &key)?;
+                    out.sync = flag(meta, &key)?;
                 }
                 "device" => {
-                    let value = value_of(&meta, &key, "device = &self.device")?;
+                    let value = value_of(meta, &key, "device = &self.device")?;
                     out.device = Some((meta.path.span(), value));
                 }
                 other => {
@@ -121,27 +143,26 @@ impl ScopeArgs {
                 }
             }
             Ok(())
-        });
-        parser.parse2(args)?;
+        })?;
         Ok(out)
     }
 }
 
 /// Parses `#[no_grad]`'s arguments: lint levels only.
-pub(crate) fn parse_no_grad(args: TokenStream) -> syn::Result<LintArgs> {
-    let mut lints = LintArgs::default();
-    let parser = syn::meta::parser(|meta| {
-        let key = path_name(&meta)?;
-        if lints.parse_meta(&meta, &key)? {
+pub(crate) fn parse_no_grad<L: LevelArgs>(args: TokenStream) -> syn::Result<L> {
+    let mut lints = L::default();
+    let levels = one_of(&["allow(..)", "warn(..)", "deny(..)"]);
+    let expected = format!("a lint level of #[no_grad] ({levels})");
+    parse_list(args, &expected, |meta| {
+        let key = path_name(meta)?;
+        if lints.parse_meta(meta, &key)? {
             return Ok(());
         }
         Err(meta.error(format!(
-            "#[no_grad] takes no arguments but lint levels ({}); found `{key}`{}",
-            one_of(&["allow(..)", "warn(..)", "deny(..)"]),
+            "#[no_grad] takes no arguments but lint levels ({levels}); found `{key}`{}",
             suggestion(&key, NO_GRAD_ARGS)
         )))
-    });
-    parser.parse2(args)?;
+    })?;
     Ok(lints)
 }
 
@@ -149,12 +170,62 @@ fn quoted(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| format!("\"{w}\"")).collect()
 }
 
+/// Parses `args`, a comma-separated list of `key`, `key = <expr>` and `key(..)`, calling
+/// `each` on every argument: `syn`'s meta parser, with errors that say what was
+/// `expected` where something else is found (a literal, a stray token, a missing `,`).
+fn parse_list(
+    args: TokenStream,
+    expected: &str,
+    mut each: impl FnMut(&ParseNestedMeta<'_>) -> syn::Result<()>,
+) -> syn::Result<()> {
+    if let Some(first) = args.clone().into_iter().next() {
+        starts_argument(&first, expected)?;
+    }
+    let parser = syn::meta::parser(|meta| {
+        each(&meta)?;
+        next_argument(&meta, expected)
+    });
+    parser.parse2(args)
+}
+
+/// After an argument: the end, or `,` and the start of another argument (or the end).
+fn next_argument(meta: &ParseNestedMeta<'_>, expected: &str) -> syn::Result<()> {
+    let input = meta.input;
+    if input.is_empty() {
+        return Ok(());
+    }
+    let fork = input.fork();
+    let separator: TokenTree = fork.parse()?;
+    if !matches!(&separator, TokenTree::Punct(p) if p.as_char() == ',') {
+        return Err(syn::Error::new(
+            separator.span(),
+            format!("expected `,` between arguments, found `{separator}`"),
+        ));
+    }
+    match fork.parse::<TokenTree>() {
+        Ok(next) => starts_argument(&next, expected),
+        Err(_) => Ok(()),
+    }
+}
+
+/// An argument starts with its name (a path, reported by [`path_name`] if not a name).
+fn starts_argument(token: &TokenTree, expected: &str) -> syn::Result<()> {
+    match token {
+        TokenTree::Ident(_) => Ok(()),
+        TokenTree::Punct(p) if p.as_char() == ':' => Ok(()),
+        other => Err(syn::Error::new(
+            other.span(),
+            format!("expected {expected}, found `{other}`"),
+        )),
+    }
+}
+
 /// The argument's name: a single identifier.
 fn path_name(meta: &ParseNestedMeta<'_>) -> syn::Result<String> {
     match meta.path.get_ident() {
         Some(ident) => Ok(ident.to_string()),
-        None => Err(syn::Error::new(
-            meta.path.span(),
+        None => Err(syn::Error::new_spanned(
+            &meta.path,
             "expected an argument name such as `name`",
         )),
     }
@@ -163,7 +234,14 @@ fn path_name(meta: &ParseNestedMeta<'_>) -> syn::Result<String> {
 /// The `= <expr>` of `key = <expr>`, or an error showing `example`.
 fn value_of(meta: &ParseNestedMeta<'_>, key: &str, example: &str) -> syn::Result<Expr> {
     if meta.input.peek(syn::Token![=]) {
-        let value: Expr = meta.value()?.parse()?;
+        let eq: syn::Token![=] = meta.input.parse()?;
+        if meta.input.is_empty() || meta.input.peek(syn::Token![,]) {
+            return Err(syn::Error::new(
+                eq.span,
+                format!("`{key}` needs a value after `=`: `{example}`"),
+            ));
+        }
+        let value: Expr = meta.input.parse()?;
         Ok(value)
     } else if meta.input.peek(syn::token::Paren) {
         let group: proc_macro2::Group = meta.input.parse()?;
@@ -180,7 +258,11 @@ fn value_of(meta: &ParseNestedMeta<'_>, key: &str, example: &str) -> syn::Result
 fn flag(meta: &ParseNestedMeta<'_>, key: &str) -> syn::Result<bool> {
     let message = format!("`{key}` is a flag: write `{key}`, `{key} = true` or `{key} = false`");
     if meta.input.peek(syn::Token![=]) {
-        let value: Expr = meta.value()?.parse()?;
+        let eq: syn::Token![=] = meta.input.parse()?;
+        if meta.input.is_empty() || meta.input.peek(syn::Token![,]) {
+            return Err(syn::Error::new(eq.span, message));
+        }
+        let value: Expr = meta.input.parse()?;
         match &value {
             Expr::Lit(ExprLit {
                 lit: Lit::Bool(b), ..
@@ -202,78 +284,5 @@ fn string_literal(value: &Expr, message: &str) -> syn::Result<LitStr> {
             lit: Lit::Str(s), ..
         }) => Ok(s.clone()),
         _ => Err(syn::Error::new(value.span(), message)),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use quote::quote;
-
-    fn err(tokens: TokenStream) -> String {
-        match ScopeArgs::parse(tokens) {
-            Ok(_) => panic!("expected an error"),
-            Err(e) => e.to_string(),
-        }
-    }
-
-    #[test]
-    fn parses_everything() {
-        let args = ScopeArgs::parse(quote!(
-            name = "step",
-            leaks = "deny",
-            sync,
-            device = &self.device
-        ))
-        .unwrap();
-        assert_eq!(args.name.unwrap().value(), "step");
-        assert_eq!(args.leaks, Some(Leaks::Deny));
-        assert!(args.sync);
-        assert!(args.device.is_some());
-        let args = ScopeArgs::parse(quote!(sync = false,)).unwrap();
-        assert!(!args.sync);
-        let args = ScopeArgs::parse(TokenStream::new()).unwrap();
-        assert!(args.name.is_none() && args.leaks.is_none() && !args.sync && args.device.is_none());
-    }
-
-    #[test]
-    fn errors() {
-        assert_eq!(
-            err(quote!(leak = "warn")),
-            "unknown argument `leak` for #[gpu_scope]: expected `name`, `leaks`, `sync`, `device`, `allow`, `warn` or `deny`; did you mean `leaks`?"
-        );
-        assert!(err(quote!(nme = "x")).ends_with("did you mean `name`?"));
-        assert!(err(quote!(name = "a", name = "b")).contains("more than once"));
-        assert!(err(quote!(name = 3)).contains("string literal"));
-        assert!(err(quote!(name = "")).contains("empty"));
-        assert_eq!(
-            err(quote!(leaks = "maybe")),
-            "unknown leak policy `maybe`: expected \"warn\", \"deny\" or \"allow\""
-        );
-        assert!(err(quote!(leaks = "Deny")).ends_with("did you mean `deny`?"));
-        assert!(err(quote!(leaks = deny)).contains("leaks = \"deny\""));
-        assert!(err(quote!(sync = 1)).contains("is a flag"));
-        assert!(err(quote!(sync(true))).contains("is a flag"));
-        assert!(err(quote!(device)).contains("needs a value"));
-        assert!(err(quote!(name("x"))).contains("takes a value with `=`"));
-        assert!(parse_no_grad(quote!(foo)).is_err());
-        assert!(parse_no_grad(TokenStream::new()).is_ok());
-        let lints = parse_no_grad(quote!(allow(forget_tensor), deny(graph_accumulation))).unwrap();
-        assert_eq!(lints.overrides.len(), 2);
-        assert!(
-            parse_no_grad(quote!(allow(forget_tensr)))
-                .unwrap_err()
-                .to_string()
-                .contains("did you mean `forget_tensor`?")
-        );
-        assert!(parse_no_grad(quote!(allow)).is_err());
-        assert!(parse_no_grad(quote!(allow())).is_err());
-        let args =
-            ScopeArgs::parse(quote!(__gpuscope_linted, name = "x", warn(static_escape))).unwrap();
-        assert!(args.lints.linted);
-        assert_eq!(
-            args.lints.overrides,
-            vec![("static_escape".to_string(), gpuscope_lint::Level::Warn)]
-        );
     }
 }
