@@ -50,12 +50,18 @@
 //! `site`) are left out when absent. Sizes are bytes; an allocation event's `size` is
 //! the bytes asked for; segment events carry the change of reserved bytes (address 0).
 
+#[cfg(feature = "serde")]
+mod json;
 mod snapshot;
+#[cfg(feature = "viewer")]
+pub mod viewer;
 
 pub use crate::record::{
     BlockSnapshot, BlockState, History, HistoryAction, HistoryEvent, MemorySnapshot,
     SNAPSHOT_FORMAT, ScopeInfo, SegmentSnapshot, TensorInfo,
 };
+#[cfg(feature = "serde")]
+pub use json::{JsonError, read_json, to_json, write_json};
 pub use snapshot::snapshot;
 
 use crate::device::Device;
