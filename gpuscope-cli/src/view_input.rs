@@ -219,13 +219,31 @@ pub fn from_trace(trace: &Trace) -> Result<MemorySnapshot, String> {
         .build();
     let config = AllocConfig::from_env().map_err(|e| e.to_string())?;
     let device = Device::with_backend(Arc::new(backend), config).map_err(|e| e.to_string())?;
+    let needed = trace
+        .ops()
+        .iter()
+        .filter_map(|op| match op {
+            TraceOp::Alloc { stream, .. } => Some(*stream as usize + 1),
+            TraceOp::Free { .. } => None,
+        })
+        .max()
+        .unwrap_or(1);
+    let mut streams = vec![StreamId::DEFAULT];
+    while streams.len() < needed {
+        streams.push(
+            device
+                .backend()
+                .create_stream()
+                .map_err(|e| e.to_string())?,
+        );
+    }
     memory::record_history(&device, 2 * trace.ops().len() + 1024);
     let mut live = HashMap::new();
     for (i, op) in trace.ops().iter().enumerate() {
         match *op {
             TraceOp::Alloc { id, size, stream } => {
                 let buf = device
-                    .alloc_on(size, StreamId(stream))
+                    .alloc_on(size, streams[stream as usize])
                     .map_err(|e| format!("operation {} (allocate id {id}): {e}", i + 1))?;
                 live.insert(id, buf);
             }
