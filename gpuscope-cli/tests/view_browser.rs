@@ -369,4 +369,15 @@ fn viewer_pages_render_in_headless_chromium() {
         z.as_f64().unwrap()
     );
     no_console_errors(&b, "history_250k");
+
+    // Pages to time, for BENCHMARKS.md (GPUSCOPE_VIEW_TIME_PAGES=a.html:b.html).
+    for page in std::env::var("GPUSCOPE_VIEW_TIME_PAGES")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|p| !p.is_empty())
+    {
+        let d = load(&b, Path::new(page), "timed");
+        println!("{page}: ready {:.0} ms after navigation start", d.load_ms);
+        no_console_errors(&b, page);
+    }
 }

@@ -2,6 +2,7 @@
 //! of the tensors that live in them.
 
 use std::collections::HashMap;
+use std::panic::Location;
 
 use crate::alloc::{BlockState as AllocBlockState, Pool};
 use crate::device::Device;
@@ -23,11 +24,20 @@ use crate::scope;
 pub fn snapshot(device: &Device) -> MemorySnapshot {
     let segments = device.allocator().snapshot();
     let stats = device.allocator().stats();
-    let mut tensors: HashMap<u64, TrackRecord> = scope::live_records()
-        .into_iter()
-        .filter(|r| r.device_id() == device.id())
-        .map(|r| (r.addr(), r))
-        .collect();
+    // The device's records by address; blocks come in address order, so one merge.
+    let mut records: Vec<TrackRecord> = scope::live_records_on(device.id());
+    records.retain(|r| r.device_id() == device.id());
+    records.sort_unstable_by_key(|r| r.addr());
+    let mut records = records.into_iter().peekable();
+    let mut unplaced: Vec<TensorInfo> = Vec::new();
+    // `file:line:column` of each site, formatted once.
+    let mut sites: HashMap<*const Location<'static>, String> = HashMap::new();
+    let mut site_string = |r: &TrackRecord| -> String {
+        sites
+            .entry(r.site() as *const _)
+            .or_insert_with(|| location_string(r.site()))
+            .clone()
+    };
     let segments = segments
         .into_iter()
         .map(|seg| SegmentSnapshot {
@@ -49,8 +59,12 @@ pub fn snapshot(device: &Device) -> MemorySnapshot {
                         AllocBlockState::Free => BlockState::Free,
                         AllocBlockState::Vacant => return None,
                     };
+                    // Records below this block's address are in no block.
+                    while let Some(r) = records.next_if(|r| r.addr() < b.addr.0) {
+                        unplaced.push(tensor_info(&r));
+                    }
                     let record = if state == BlockState::Allocated {
-                        tensors.remove(&b.addr.0)
+                        records.next_if(|r| r.addr() == b.addr.0)
                     } else {
                         None
                     };
@@ -59,14 +73,14 @@ pub fn snapshot(device: &Device) -> MemorySnapshot {
                         size: b.size as u64,
                         requested: b.requested as u64,
                         state,
-                        site: record.as_ref().map(|r| location_string(r.site())),
+                        site: record.as_ref().map(&mut site_string),
                         tensor: record.as_ref().map(tensor_info),
                     })
                 })
                 .collect(),
         })
         .collect();
-    let mut unplaced: Vec<TensorInfo> = tensors.values().map(tensor_info).collect();
+    unplaced.extend(records.map(|r| tensor_info(&r)));
     unplaced.sort_by_key(|t| t.id);
     MemorySnapshot {
         format: SNAPSHOT_FORMAT.to_string(),

@@ -79,6 +79,11 @@ pub(crate) fn live_records() -> Vec<TrackRecord> {
     slot::live_records()
 }
 
+/// The live tracking records of the device numbered `device_id`, in no order.
+pub(crate) fn live_records_on(device_id: u32) -> Vec<TrackRecord> {
+    slot::live_records_where(|s| s.device_id() == device_id)
+}
+
 /// Logs [`report_live`] through `tracing` (target `gpuscope::leak`, one event per
 /// tensor and a total) and returns how many tensors are alive.
 pub fn log_live() -> usize {

@@ -250,6 +250,13 @@ impl Slot {
         self.set_state(TrackState::Leaked);
     }
 
+    /// The device the record names (a single load: a hint, checked again by the full
+    /// copy's sequence lock).
+    #[inline]
+    pub fn device_id(&self) -> u32 {
+        self.device_id.load(Ordering::Relaxed)
+    }
+
     #[inline]
     pub fn is_alive(&self) -> bool {
         self.alive.load(Ordering::Acquire)
@@ -375,16 +382,23 @@ pub(crate) fn retire(free: Vec<SlotRef>, listed: impl Iterator<Item = SlotRef>) 
 /// Every live record, in creation order (ids are handed out in per-thread blocks, so
 /// this is creation order on each thread).
 pub(crate) fn live_records() -> Vec<TrackRecord> {
+    let mut out = live_records_where(|_| true);
+    out.sort_by_key(|r| r.id);
+    out
+}
+
+/// The live records whose slot passes `keep` (a quick look before the full copy), in
+/// no order.
+pub(crate) fn live_records_where(keep: impl Fn(&Slot) -> bool) -> Vec<TrackRecord> {
     let chunks: Vec<&'static [Slot]> = super::stack::lock(&CHUNKS).clone();
     let mut out = Vec::new();
     for chunk in chunks {
         for slot in chunk {
-            if slot.is_alive() {
+            if slot.is_alive() && keep(slot) {
                 out.push(slot.snapshot());
             }
         }
     }
-    out.sort_by_key(|r| r.id);
     out
 }
 
