@@ -54,7 +54,7 @@ fn main() {
     drop(live);
 
     let pairs = 100_000;
-    let mut per_pair = |on: bool| {
+    let per_pair = |on: bool| {
         memory::record_history(&dev, if on { 4 * pairs } else { 0 });
         let t = Instant::now();
         for _ in 0..pairs {

@@ -8,12 +8,12 @@
 //! no tensor, scope or device type.
 //!
 //! Where things live:
-//! - [`site`]: [`ScopeSite`];
-//! - [`track`]: [`TrackRecord`], a tracked storage as it was at one moment;
-//! - [`leak`]: [`LeakReport`] and [`LiveTensor`];
-//! - [`history`]: [`HistoryRecorder`] (a device's bounded allocation history) and the
-//!   exported [`History`];
-//! - [`snapshot`]: [`MemorySnapshot`], its segments, blocks and tensors.
+//! - [`ScopeSite`] in [`site`];
+//! - [`TrackRecord`], a tracked storage as it was at one moment, in [`track`];
+//! - [`LeakReport`] and [`LiveTensor`] in [`leak`];
+//! - [`HistoryRecorder`] (a device's bounded allocation history) and the exported
+//!   [`History`] in [`history`];
+//! - [`MemorySnapshot`], its segments, blocks and tensors, in [`snapshot`].
 //!
 //! With the `serde` feature, [`MemorySnapshot`] and [`History`] (and what they hold)
 //! serialise to the JSON format that `gpuscope view` reads (see

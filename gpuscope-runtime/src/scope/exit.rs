@@ -235,21 +235,22 @@ mod tests {
         );
     }
 
+    // One call per line, so that each is a site of its own.
+    #[rustfmt::skip]
     fn many_sites() -> Vec<&'static Location<'static>> {
-        // One statement per line, so that each call is a site of its own.
-        let mut v = Vec::new();
-        v.push(Location::caller());
-        v.push(Location::caller());
-        v.push(Location::caller());
-        v.push(Location::caller());
-        v.push(Location::caller());
-        v.push(Location::caller());
-        v.push(Location::caller());
-        v.push(Location::caller());
-        v.push(Location::caller());
-        v.push(Location::caller());
-        v.push(Location::caller());
-        v.push(Location::caller());
-        v
+        vec![
+            Location::caller(),
+            Location::caller(),
+            Location::caller(),
+            Location::caller(),
+            Location::caller(),
+            Location::caller(),
+            Location::caller(),
+            Location::caller(),
+            Location::caller(),
+            Location::caller(),
+            Location::caller(),
+            Location::caller(),
+        ]
     }
 }

@@ -188,8 +188,11 @@ pub(crate) fn snippet(out: &mut String, file: &'static str, line: u32, column: u
     }
 }
 
-/// Files read so far (`None`: not readable), by the path the site names.
-static SOURCES: Mutex<Option<HashMap<&'static str, Option<Vec<String>>>>> = Mutex::new(None);
+/// A file's lines (`None`: not readable), by the path a site names.
+type SourceCache = HashMap<&'static str, Option<Vec<String>>>;
+
+/// Files read so far.
+static SOURCES: Mutex<Option<SourceCache>> = Mutex::new(None);
 
 /// Largest source file read for a snippet.
 const MAX_SOURCE: u64 = 4 << 20;
