@@ -9,10 +9,11 @@
 //! set_tracking(true);
 //! let dev = Device::host().unwrap();
 //! memory::record_history(&dev, 10_000);
+//! let line = line!() + 1;
 //! let t = Tensor::zeros(&[256, 256], &dev).unwrap();
 //! let snap = memory::snapshot(&dev);
 //! let block = snap.blocks().find(|b| b.tensor.as_ref().is_some_and(|i| i.shape == [256, 256])).unwrap();
-//! assert!(block.site.as_deref().unwrap().ends_with(".rs:8:9"));
+//! assert!(block.site.as_deref().unwrap().ends_with(&format!(":{line}:9"))); // the line that made it
 //! let history = snap.history.as_ref().unwrap();
 //! assert!(history.events.iter().any(|e| e.addr == block.addr));
 //! # drop(t);

@@ -71,9 +71,10 @@ extern "C" fn at_exit() {
 /// ```
 /// use gpuscope_runtime::{Device, Tensor, scope::{live_summary, set_tracking}};
 /// set_tracking(true);
+/// let line = line!() + 1;
 /// let t = Tensor::zeros(&[4096], &Device::host().unwrap()).unwrap();
 /// let text = live_summary().unwrap();
-/// assert!(text.contains("still alive") && text.contains(".rs:5:9"), "{text}");
+/// assert!(text.contains("still alive") && text.contains(&format!(":{line}:9")), "{text}");
 /// ```
 pub fn live_summary() -> Option<String> {
     summarize(&super::live_records())

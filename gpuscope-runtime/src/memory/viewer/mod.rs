@@ -29,7 +29,12 @@ use crate::record::MemorySnapshot;
 
 const TEMPLATE: &str = include_str!("../../../assets/viewer/viewer.html");
 const CSS: &str = include_str!("../../../assets/viewer/viewer.css");
-const JS: &str = include_str!("../../../assets/viewer/viewer.js");
+/// The page's script, in three files joined in order (one function scope).
+const JS: [&str; 3] = [
+    include_str!("../../../assets/viewer/viewer-1-main.js"),
+    include_str!("../../../assets/viewer/viewer-2-chart.js"),
+    include_str!("../../../assets/viewer/viewer-3-segments.js"),
+];
 
 /// Sites that get a band of their own in the chart (the others share one).
 pub const TOP_SITES: usize = 12;
@@ -52,7 +57,8 @@ pub fn render(snapshot: &MemorySnapshot, title: &str) -> String {
 /// [`render`] with `top` sites getting a band of their own.
 pub fn render_with(snapshot: &MemorySnapshot, title: &str, top: usize) -> String {
     let payload = data::payload(snapshot, title, top);
-    let mut out = String::with_capacity(TEMPLATE.len() + CSS.len() + JS.len() + payload.len());
+    let js_len: usize = JS.iter().map(|p| p.len()).sum();
+    let mut out = String::with_capacity(TEMPLATE.len() + CSS.len() + js_len + payload.len());
     let mut rest = TEMPLATE;
     while let Some(at) = rest.find("{{") {
         out.push_str(&rest[..at]);
@@ -60,7 +66,7 @@ pub fn render_with(snapshot: &MemorySnapshot, title: &str, top: usize) -> String
         match &rest[at..end] {
             "{{TITLE}}" => escape_html(&mut out, title),
             "{{CSS}}" => out.push_str(CSS),
-            "{{JS}}" => out.push_str(JS),
+            "{{JS}}" => JS.iter().for_each(|p| out.push_str(p)),
             "{{DATA}}" => out.push_str(&payload),
             other => out.push_str(other),
         }
