@@ -7,10 +7,18 @@
 //! Where things live:
 //! - `replay`: `gpuscope replay`, allocation traces through gpuscope's caching allocator;
 //! - `lint`: `gpuscope lint`, gpuscope's lint rules (`gpuscope-lint`) over whole crates;
+//! - `view`: `gpuscope view`, the memory viewer page; `view_input` (what it reads),
+//!   `view_pytorch`, `view_pickle` and `view_unpickle` (PyTorch snapshot pickles, also
+//!   for `replay`);
 //! - `src/bin/`: the two binaries, both calling [`main`].
 
 mod lint;
 mod replay;
+mod view;
+mod view_input;
+mod view_pickle;
+mod view_pytorch;
+mod view_unpickle;
 
 use std::process::ExitCode;
 
@@ -33,6 +41,9 @@ enum Command {
     Replay(replay::Args),
     /// Lint Rust sources for GPU-memory mistakes (leaked tensors, graphs kept across iterations, ...).
     Lint(lint::Args),
+    /// Write a self-contained HTML page showing a memory snapshot and its history
+    /// (gpuscope JSON, an allocation trace CSV, or a PyTorch snapshot pickle).
+    View(view::Args),
 }
 
 /// Runs the command (also the entry point of `cargo-gpuscope`).
@@ -49,6 +60,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Replay(args) => replay::run(args),
         Command::Lint(args) => lint::run(args),
+        Command::View(args) => view::run(args),
     };
     match result {
         Ok(code) => code,

@@ -42,7 +42,8 @@ pub struct Args {
     /// Warm passes after the cold one.
     #[arg(long, default_value_t = 3)]
     warm_passes: usize,
-    /// Trace files (CSV: op,id,size,stream).
+    /// Trace files (CSV: op,id,size,stream), or PyTorch snapshot pickles
+    /// (torch.cuda.memory._dump_snapshot: their alloc and free_requested events).
     #[arg(required = true)]
     traces: Vec<PathBuf>,
 }
@@ -80,7 +81,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         .map(|p| {
             Ok((
                 p.display().to_string(),
-                Trace::read(p).map_err(|e| e.to_string())?,
+                crate::view_input::read_replay_trace(p)?,
             ))
         })
         .collect::<Result<_, String>>()?;

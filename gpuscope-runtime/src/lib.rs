@@ -16,8 +16,18 @@
 //!   such as `transpose` share storage), device, stream;
 //!   constructors that remember the line that called them.
 //! - [`scope`]: per-thread scopes that own the tensors made inside them, escape by
-//!   return, [`keep`], leak reports through `tracing`, [`report_live`]; a scope fences
-//!   the streams its tensors used when it exits.
+//!   return, [`keep`], leak reports (through `tracing`, or to stderr when no subscriber
+//!   is set, with a summary at exit), [`report_live`]; a scope fences the streams its
+//!   tensors used when it exits.
+//! - [`record`]: the record layer, plain data below both scopes and tensors: tracking
+//!   records, leak reports, allocation histories, memory snapshots.
+//! - [`memory`]: [`memory::snapshot`], [`memory::record_history`], their JSON format
+//!   (feature `serde`) and the HTML memory viewer (feature `viewer`).
+//! - Leaf modules that import nothing else of the crate: [`dtype`] ([`DType`]) and
+//!   [`intern`] (device labels, long shapes).
+//!
+//! The arrows run one way: `tensor` → `scope` → `device` → `alloc` → `backend`, and
+//! each of them → `record` → `dtype`, `intern`; `memory` sits on top.
 //! - [`grad`]: grad mode ([`no_grad`]).
 //! - [`autograd`]: the recorded graph and `Tensor::backward`; saved tensors live
 //!   exactly as long as the graph, and `backward()` refuses those changed in place
@@ -39,12 +49,16 @@ pub mod alloc;
 pub mod autograd;
 pub mod backend;
 pub mod device;
+pub mod dtype;
 pub mod grad;
+pub mod intern;
+pub mod memory;
 pub mod optim;
 /// Support for the expansions of `gpuscope-macros`, reached as `gpuscope::__private`.
 /// Not a public API: it changes without notice.
 #[doc(hidden)]
 pub mod private;
+pub mod record;
 pub mod scope;
 pub mod tensor;
 pub mod trace;
