@@ -289,9 +289,11 @@ impl CachingAllocator {
         self.lock().largest_live(n)
     }
 
-    /// Bytes of physical pages held unmapped between segments (virtual memory only).
-    pub fn held_page_bytes(&self) -> usize {
-        self.lock().held_page_bytes()
+    /// Bytes of physical memory held outside any segment: chunks a failed driver call
+    /// (an unmap or a release) left behind. They count as reserved and go back with the
+    /// next `empty_cache` (or release under pressure); 0 unless a driver call failed.
+    pub fn orphan_bytes(&self) -> usize {
+        self.lock().orphan_bytes()
     }
 
     /// Checks the allocator's invariants: blocks tile their segments, free neighbours

@@ -3,11 +3,12 @@
 //! Where things live:
 //! - [`caching`]: [`CachingAllocator`], the thread-safe public API, and [`RawBlock`].
 //! - `state`: the hot paths (malloc, free, merge, events) behind the lock; `memory`:
-//!   growing and releasing segments; `pages`: virtual memory (arenas, placement,
-//!   reclaiming pages); `inspect`: snapshots, reports and the invariant check.
+//!   growing, and giving memory back under pressure, cheapest wait first; `vmm`:
+//!   virtual memory (arenas, growth at the top, the wilderness, chunks going back);
+//!   `inspect`: snapshots, reports and the invariant check.
 //! - [`rounding`]: size rounding, pools, segment sizes, split rules (PyTorch's constants).
 //! - `free_index`: segregated free lists with bitmaps, for best fit in O(1).
-//! - `block`, `segment`: the block slab; segments, and the chunks and pages behind them.
+//! - `block`, `segment`: the block slab; segments, arenas and the chunks behind them.
 //! - `events`: cross-stream frees waiting for events.
 //! - `fences`: stream fences ([`CachingAllocator::record_fence`]) and what free memory
 //!   of a stream waits for (nothing, a fence's event, or the stream) before it is
@@ -31,13 +32,13 @@ mod free_index;
 mod inspect;
 mod memory;
 pub mod oom;
-mod pages;
 pub mod rounding;
 mod segment;
 pub mod snapshot;
 mod state;
 pub mod stats;
 mod summary;
+mod vmm;
 
 pub use block::BlockState;
 pub use caching::{CachingAllocator, RawBlock};
@@ -45,4 +46,4 @@ pub use config::{ALLOC_CONF_VAR, AllocConfig, ConfigError};
 pub use oom::{AllocError, LiveAllocation, OomCause, OutOfMemory};
 pub use rounding::Pool;
 pub use snapshot::{BlockInfo, SegmentInfo};
-pub use stats::{MemoryStats, Stat, StatArray};
+pub use stats::{DriverCalls, MemoryStats, Stat, StatArray};

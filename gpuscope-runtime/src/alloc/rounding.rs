@@ -16,6 +16,10 @@ pub const MIN_LARGE_ALLOC: usize = 10 << 20;
 pub const LARGE_BUFFER: usize = 20 << 20;
 /// Larger segments are rounded up to a multiple of this.
 pub const ROUND_LARGE: usize = 2 << 20;
+/// The largest request the allocator tries to serve (64 PiB, past any device): larger
+/// ones fail at once with an out-of-memory error, so that no size arithmetic can
+/// overflow.
+pub const MAX_ALLOCATION: usize = 1 << 56;
 
 /// Which pool a block belongs to.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
