@@ -7,13 +7,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::ValueEnum;
+use gpuscope_runtime::alloc::DriverCalls;
 use gpuscope_runtime::alloc::{AllocConfig, CachingAllocator};
 use gpuscope_runtime::backend::Backend;
 use gpuscope_runtime::backend::host::HostBackend;
 use gpuscope_runtime::backend::test::TestBackend;
 use gpuscope_runtime::format_bytes;
 use gpuscope_runtime::trace::Trace;
-use gpuscope_runtime::alloc::DriverCalls;
 use gpuscope_runtime::trace::replay::{ReplayOptions, ReplayResult, replay};
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -93,7 +93,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     };
     if args.format == Format::Text {
         let segments = if config.expandable_segments && backend.virtual_memory().is_some() {
-            "virtual memory pages"
+            "virtual memory (chunks mapped at the top of per-stream arenas)"
         } else {
             "plain device allocations"
         };
@@ -153,7 +153,11 @@ fn print_text(r: &ReplayResult) {
     );
     println!(
         "  warm passes alike {:>14}",
-        if r.warm_passes_identical() { "yes" } else { "no" }
+        if r.warm_passes_identical() {
+            "yes"
+        } else {
+            "no"
+        }
     );
 }
 

@@ -1308,7 +1308,10 @@ impl Harness {
     }
 
     fn check_backend(&self, stats: &MemoryStats, snap: &[SegmentInfo], held: usize) -> R {
-        ensure!(held == 0, "{held} bytes of orphan chunks held (no driver call failed)");
+        ensure!(
+            held == 0,
+            "{held} bytes of orphan chunks held (no driver call failed)"
+        );
         let Some(dev) = self.test_dev() else {
             return Ok(());
         };
@@ -1321,8 +1324,7 @@ impl Harness {
         let c = dev.counters();
         // Both count the allocations that succeeded.
         ensure!(
-            c.device_allocs == stats.num_device_alloc
-                && c.device_frees == stats.num_device_free,
+            c.device_allocs == stats.num_device_alloc && c.device_frees == stats.num_device_free,
             "backend allocs/refused/frees {}/{}/{}, allocator allocs/frees {}/{}",
             c.device_allocs,
             c.failed_allocs,

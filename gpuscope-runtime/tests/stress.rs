@@ -385,8 +385,10 @@ fn eight_threads_share_one_allocator_with_virtual_memory() {
             .event_mode(EventMode::Manual)
             .build(),
     );
-    let mut config = AllocConfig::default();
-    config.fence_interval_us = 0;
+    let config = AllocConfig {
+        fence_interval_us: 0,
+        ..AllocConfig::default()
+    };
     let alloc = Arc::new(CachingAllocator::new(dev.clone(), config).unwrap());
     assert!(alloc.uses_virtual_memory());
     let reg: Arc<Registry> = Arc::new(Mutex::new(BTreeMap::new()));

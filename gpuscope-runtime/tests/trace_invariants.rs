@@ -54,7 +54,13 @@ fn sim() -> Arc<TestBackend> {
 }
 
 /// Replays every op, checking invariants every `every` ops and at the end of each pass.
-fn replay_checked(backend: Arc<dyn Backend>, config: AllocConfig, name: &str, t: &Trace, every: usize) {
+fn replay_checked(
+    backend: Arc<dyn Backend>,
+    config: AllocConfig,
+    name: &str,
+    t: &Trace,
+    every: usize,
+) {
     let alloc = CachingAllocator::new(backend.clone(), config).unwrap();
     let mut streams = std::collections::HashMap::new();
     for s in t.streams() {
@@ -157,7 +163,10 @@ fn pytorch_reserved(name: &str) -> usize {
     let json = traces_dir().join(Path::new(name).with_extension("json"));
     let text = std::fs::read_to_string(&json).unwrap();
     let key = "\"max_reserved_bytes\":";
-    let at = text.find(key).unwrap_or_else(|| panic!("{json:?} has no {key}")) + key.len();
+    let at = text
+        .find(key)
+        .unwrap_or_else(|| panic!("{json:?} has no {key}"))
+        + key.len();
     text[at..]
         .trim_start()
         .split(|c: char| !c.is_ascii_digit())

@@ -310,12 +310,20 @@ mod tests {
         let (dev, s) = manual();
         let mut f = Fences::default();
         let mut st = MemoryStats::default();
-        assert_eq!(f.cover(&dev, s, 0, &mut st).unwrap(), Cover::Done, "never used");
+        assert_eq!(
+            f.cover(&dev, s, 0, &mut st).unwrap(),
+            Cover::Done,
+            "never used"
+        );
         assert_eq!(f.cover(&dev, s, 1, &mut st).unwrap(), Cover::Stream);
         f.note_free(s, 5);
         assert!(f.record(&dev, s, 5, Duration::ZERO, &mut st).unwrap());
         assert_eq!(f.cover(&dev, s, 5, &mut st).unwrap(), Cover::Fence);
-        assert_eq!(f.cover(&dev, s, 6, &mut st).unwrap(), Cover::Stream, "freed after");
+        assert_eq!(
+            f.cover(&dev, s, 6, &mut st).unwrap(),
+            Cover::Stream,
+            "freed after"
+        );
         f.wait(&dev, s, &mut st).unwrap();
         assert!(!f.is_outstanding(s));
         assert_eq!(f.cover(&dev, s, 5, &mut st).unwrap(), Cover::Done);
@@ -366,7 +374,10 @@ mod tests {
         dev.complete_stream(s);
         f.note_free(s, 2);
         let records = dev.counters().event_records;
-        assert!(!f.record(&dev, s, 2, hour, &mut st).unwrap(), "within the interval");
+        assert!(
+            !f.record(&dev, s, 2, hour, &mut st).unwrap(),
+            "within the interval"
+        );
         assert_eq!(dev.counters().event_records, records);
         // Without a limit the same call records.
         assert!(f.record(&dev, s, 2, Duration::ZERO, &mut st).unwrap());

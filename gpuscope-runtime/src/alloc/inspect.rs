@@ -180,9 +180,7 @@ impl AllocState {
                         .ok_or(format!("segment {si}: chunk {c} does not exist"))?;
                     bytes += chunk.size;
                     if let Some(other) = chunk_owner.insert(c, si) {
-                        return Err(format!(
-                            "chunk {c} is mapped in segments {other} and {si}"
-                        ));
+                        return Err(format!("chunk {c} is mapped in segments {other} and {si}"));
                     }
                 }
                 if bytes != seg.size {
@@ -390,5 +388,4 @@ impl AllocState {
         }
         Ok(())
     }
-
 }

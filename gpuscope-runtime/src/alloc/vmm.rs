@@ -131,7 +131,12 @@ impl AllocState {
 
     /// Reserves a new arena for `stream`'s `pool` that holds at least `at_least` bytes:
     /// the device's capacity of address space, or less if the driver refuses that.
-    fn new_arena(&mut self, stream: StreamId, pool: Pool, at_least: usize) -> Result<u32, GrowError> {
+    fn new_arena(
+        &mut self,
+        stream: StreamId,
+        pool: Pool,
+        at_least: usize,
+    ) -> Result<u32, GrowError> {
         let page = self.page;
         let least = at_least.div_ceil(page) * page;
         let mut size = self.total_memory.max(least).div_ceil(page) * page;
@@ -257,7 +262,9 @@ impl AllocState {
             let a = &self.arenas[arena as usize];
             (a.top, a.stream, a.pool)
         };
-        let top_seg = self.top_segment(arena).filter(|&s| self.segment(s).end() == top);
+        let top_seg = self
+            .top_segment(arena)
+            .filter(|&s| self.segment(s).end() == top);
         self.arenas[arena as usize].top = top + size as u64;
         self.stats.reserved_bytes.add(pool, size);
         let Some(seg) = top_seg else {
@@ -275,7 +282,9 @@ impl AllocState {
             return block;
         };
         let old_size = {
-            let s = self.segments[seg as usize].as_mut().expect("segment exists");
+            let s = self.segments[seg as usize]
+                .as_mut()
+                .expect("segment exists");
             let old = s.size;
             s.size += size;
             if let SegmentMemory::Mapped { chunks, .. } = &mut s.memory {
@@ -382,7 +391,10 @@ impl AllocState {
     fn unplace_free(&mut self, index: u32, stream: StreamId, pool: Pool) {
         if self.vmm {
             let seg = self.slab.get(index).segment;
-            if let Some(a) = self.segments[seg as usize].as_ref().and_then(Segment::arena) {
+            if let Some(a) = self.segments[seg as usize]
+                .as_ref()
+                .and_then(Segment::arena)
+            {
                 if self.arenas[a as usize].wild == index {
                     self.arenas[a as usize].wild = NIL;
                     return;
@@ -546,10 +558,19 @@ impl AllocState {
     /// Removes chunks `c0..c1` (bytes `start..start+hole` of the segment, inside free
     /// block `index`, already unmapped) from `index`'s segment: what lies before the
     /// hole and after it become segments of their own.
-    fn split_segment_around(&mut self, index: u32, c0: usize, c1: usize, start: usize, hole: usize) {
+    fn split_segment_around(
+        &mut self,
+        index: u32,
+        c0: usize,
+        c1: usize,
+        start: usize,
+        hole: usize,
+    ) {
         let (addr, size, seg_index, prev, next, stream, pool, freed_at) = {
             let b = self.slab.get(index);
-            (b.addr, b.size, b.segment, b.prev, b.next, b.stream, b.pool, b.freed_at)
+            (
+                b.addr, b.size, b.segment, b.prev, b.next, b.stream, b.pool, b.freed_at,
+            )
         };
         self.unindex_free(index);
         let old = self.remove_segment(seg_index);

@@ -20,7 +20,9 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{Backend, BackendError, DeviceAddr, DeviceKind, EventId, MemInfo, StreamId, VirtualMemory};
+use super::{
+    Backend, BackendError, DeviceAddr, DeviceKind, EventId, MemInfo, StreamId, VirtualMemory,
+};
 
 /// A kind of backend call, for fault injection ([`TestBackend::fail_call`], [`FaultyBackend::fail_call`])
 /// and counts.

@@ -135,7 +135,11 @@ pub fn drive(
     };
     for (i, op) in ops.iter().enumerate() {
         match *op {
-            DriveOp::Alloc { slot, size, stream: s } => {
+            DriveOp::Alloc {
+                slot,
+                size,
+                stream: s,
+            } => {
                 let slot = slot as usize % SLOTS;
                 if let Some(old) = slots[slot].take() {
                     note(alloc.free(old).map(|()| report.frees += 1), &mut report)?;

@@ -282,11 +282,7 @@ impl Parser<'_> {
         let id: u64 = id.parse().map_err(|_| {
             self.err(
                 n,
-                format!(
-                    "id `{}` is not an integer from 0 to {}",
-                    clip(id),
-                    u64::MAX
-                ),
+                format!("id `{}` is not an integer from 0 to {}", clip(id), u64::MAX),
             )
         })?;
         let size: usize = size.parse().map_err(|_| {
@@ -314,7 +310,9 @@ impl Parser<'_> {
                 if let Some(first) = self.live.get(&id) {
                     return Err(self.err(
                         n,
-                        format!("id {id} allocated again while still live (allocated at line {first})"),
+                        format!(
+                            "id {id} allocated again while still live (allocated at line {first})"
+                        ),
                     ));
                 }
                 self.use_stream(n, stream)?;

@@ -125,7 +125,7 @@ pub enum ReplayError {
         /// The operation, e.g. `allocating 4096 bytes as id 7 on stream 0`.
         what: String,
         /// The allocator's error.
-        source: AllocError,
+        source: Box<AllocError>,
     },
     /// Creating the trace's streams, emptying the cache or freeing what the trace left
     /// live failed.
@@ -136,7 +136,7 @@ pub enum ReplayError {
         /// What was being done.
         what: String,
         /// The allocator's error.
-        source: AllocError,
+        source: Box<AllocError>,
     },
 }
 
@@ -219,7 +219,7 @@ pub fn replay(
     let setup = |what: &str, source: AllocError| ReplayError::Setup {
         trace: name.to_string(),
         what: what.to_string(),
-        source,
+        source: Box::new(source),
     };
     let backend = allocator.backend();
     let order = trace.streams();
@@ -269,7 +269,7 @@ pub fn replay(
                     trace: name.to_string(),
                     line: trace.line_of(i).unwrap_or(0),
                     what: describe(&trace.ops()[i]),
-                    source,
+                    source: Box::new(source),
                 });
             }
         }
