@@ -365,6 +365,18 @@ impl AllocState {
             })
             .transpose()?;
         let want_top = top_seg.map_or(a.base, |(_, s)| s.end());
+        let mapped: usize = a
+            .segments
+            .values()
+            .filter_map(|&si| self.segments.get(si as usize)?.as_ref())
+            .map(|s| s.size)
+            .sum();
+        if mapped != a.mapped {
+            return Err(format!(
+                "arena {ai}: counts {} bytes mapped, its segments hold {mapped}",
+                a.mapped
+            ));
+        }
         if a.top != want_top {
             return Err(format!(
                 "arena {ai}: top {:#x}, its highest segment ends at {want_top:#x}",

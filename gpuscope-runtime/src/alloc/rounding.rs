@@ -103,7 +103,7 @@ pub fn segment_size(rounded: usize) -> usize {
 /// only when more than [`SMALL_SIZE`] remains, since a smaller remainder could serve no
 /// large request and its segment can never be returned in part; with virtual memory
 /// whenever a minimum block remains, since the remainder rejoins its neighbours and the
-/// whole pages around it are reclaimed anyway, so it is not counted as allocated.
+/// pool grows in place anyway, so it is not counted as allocated.
 #[inline]
 pub fn should_split(
     pool: Pool,
@@ -115,9 +115,8 @@ pub fn should_split(
     let remaining = block_size - rounded;
     match pool {
         Pool::Small => remaining >= MIN_BLOCK_SIZE,
-        // Pages rejoin their neighbours and move where they are needed, so a paged block
-        // is split whatever its size: a merged free run past `max_split_size` must not be
-        // handed whole to a small request.
+        // A paged block is split whatever its size: the rest rejoins its neighbours, and
+        // a merged free run past `max_split_size` must not go whole to a small request.
         Pool::Large if paged => remaining >= MIN_BLOCK_SIZE,
         Pool::Large => block_size < config.max_split_size && remaining > SMALL_SIZE,
     }

@@ -4,9 +4,9 @@
 //! a run of physical *chunks* mapped back to back inside an *arena*: an address range
 //! reserved up front for one stream's pool. A chunk is one `cuMemCreate`, mapped whole
 //! (CUDA maps a physical allocation only whole) with its own `cuMemMap` and
-//! `cuMemSetAccess`; a growth of the pool creates one chunk, at least a segment's worth
-//! (2 MiB small, 20 MiB large), and maps it at the arena's top, so the segment at the
-//! top grows in place and its free tail (the arena's *wilderness*) grows with it.
+//! `cuMemSetAccess`; a growth of the pool creates one chunk and maps it at the arena's
+//! top, so the segment at the top grows in place and its free tail (the arena's
+//! *wilderness*) grows with it.
 //! Chunks go back to the device only whole, when they lie inside a free block
 //! (`empty_cache`, garbage collection, memory pressure); the segment is then split
 //! around the hole.
@@ -36,6 +36,8 @@ pub(crate) struct Arena {
     pub pool: Pool,
     /// One past the highest mapped byte.
     pub top: u64,
+    /// Bytes mapped in it (the sum of its segments' sizes).
+    pub mapped: usize,
     /// Segments inside it, by base address.
     pub segments: BTreeMap<u64, u32>,
     /// The free block that ends at `top` (the wilderness), kept out of the free index
@@ -52,6 +54,7 @@ impl Arena {
             stream,
             pool,
             top: base,
+            mapped: 0,
             segments: BTreeMap::new(),
             wild: NIL,
         }

@@ -10,7 +10,7 @@
 //!
 //! Segment and chunk management lives in `memory` and `vmm`, reports and checks in
 //! `inspect`.
-//! Free memory goes to other streams (pages unmapped, segments released) only once no
+//! Free memory goes back (chunks unmapped, segments released) only once no
 //! queued work uses it: `fences` decides, from the block's `freed_at` and the stream's
 //! fences, whether that needs no wait, a wait on a fence event, or a stream sync.
 

@@ -7,8 +7,9 @@
 //!
 //! - `allocate` takes the best-fitting free block of the stream's pool, and the
 //!   wilderness only when none fits; when the wilderness is too small, the arena grows:
-//!   one `cuMemCreate` of what is missing, at least 2 MiB (small pool) or 20 MiB (large
-//!   pool, PyTorch's segment sizes), one `cuMemMap` and one `cuMemSetAccess` at the top.
+//!   one `cuMemCreate` of what is missing, at least 20 MiB for the large pool (PyTorch's
+//!   large segment size) and, for the small pool, half what the arena holds, from 2 to
+//!   8 MiB; one `cuMemMap` and one `cuMemSetAccess` at the top.
 //! - Nothing is unmapped or released on `free`.
 //!
 //! Because the wilderness is used last, a workload that repeats makes the same choices
@@ -31,11 +32,14 @@ use super::rounding::{LARGE_BUFFER, Pool, SMALL_BUFFER};
 use super::segment::{Arena, Orphan, PhysChunk, Segment, SegmentMemory, map_chunk};
 use super::state::AllocState;
 
-/// The least a growth of `pool` adds: PyTorch's segment size for the pool, so that
-/// the number of device allocations stays at or below PyTorch's.
-fn min_growth(pool: Pool) -> usize {
+/// The least a growth of an arena of `pool` that maps `mapped` bytes adds: 20 MiB for
+/// the large pool (PyTorch's large segment size); for the small pool half what it maps,
+/// from 2 MiB (PyTorch's small segment size) to 8 MiB, so that a small pool of many
+/// megabytes grows in a few steps. Fewer, larger growths mean fewer device allocations
+/// (at most PyTorch's on most traces) for at most one step of unused memory per arena.
+fn min_growth(pool: Pool, mapped: usize) -> usize {
     match pool {
-        Pool::Small => SMALL_BUFFER,
+        Pool::Small => (mapped / 2).clamp(SMALL_BUFFER, 4 * SMALL_BUFFER),
         Pool::Large => LARGE_BUFFER,
     }
 }
@@ -79,8 +83,11 @@ impl AllocState {
             None => (self.new_arena(stream, pool, rounded)?, 0),
         };
         let need = (rounded - have).div_ceil(page) * page;
-        let room = self.arenas[arena as usize].room();
-        let preferred = need.max(min_growth(pool)).min(room);
+        let (room, mapped) = {
+            let a = &self.arenas[arena as usize];
+            (a.room(), a.mapped)
+        };
+        let preferred = (need.max(min_growth(pool, mapped)).div_ceil(page) * page).min(room);
         // The preferred size where the cap leaves room for it, else what is needed.
         let mut size = if self.check_limit(preferred).is_ok() {
             preferred
@@ -266,6 +273,7 @@ impl AllocState {
             .top_segment(arena)
             .filter(|&s| self.segment(s).end() == top);
         self.arenas[arena as usize].top = top + size as u64;
+        self.arenas[arena as usize].mapped += size;
         self.stats.reserved_bytes.add(pool, size);
         let Some(seg) = top_seg else {
             let block = self.add_segment(
@@ -578,6 +586,7 @@ impl AllocState {
             unreachable!("only mapped segments have chunks");
         };
         self.stats.reserved_bytes.sub(pool, hole);
+        self.arenas[arena as usize].mapped -= hole;
         let base = old.base;
         let right_chunks = chunks.split_off(c1);
         chunks.truncate(c0);
