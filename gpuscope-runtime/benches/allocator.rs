@@ -4,8 +4,8 @@
 //!   block comes from a cached segment), on the host backend.
 //! - `replay`: one warm pass over each trace in `tests/data/traces` (after a cold pass
 //!   that fills the cache), on the host backend (plain segments) and on the test backend
-//!   with virtual memory (2 MiB pages; its driver calls are bookkeeping only, so this
-//!   measures the allocator's own work). Throughput is per trace operation.
+//!   with virtual memory (2 MiB granularity; its driver calls are bookkeeping only, so
+//!   this measures the allocator's own work). Throughput is per trace operation.
 //!
 //! `cargo bench -p gpuscope-runtime --bench allocator -- --warm-up-time 1 --measurement-time 2`
 

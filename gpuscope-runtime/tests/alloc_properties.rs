@@ -326,8 +326,8 @@ fn recount(snap: &[SegmentInfo], max_split: usize) -> Recount {
     r
 }
 
-/// Checks that every statistic equals the recount of `snap` (with `held` bytes of pages
-/// held outside both pools).
+/// Checks that every statistic equals the recount of `snap` (with `held` bytes of
+/// orphan chunks held outside both pools).
 fn check_recount(
     stats: &MemoryStats,
     snap: &[SegmentInfo],
@@ -391,7 +391,7 @@ fn check_recount(
 }
 
 /// A fixed bug (see `regression_virtual_memory_small_request_takes_merged_oversize_block`):
-/// with virtual memory, growing next to a free block merges the new pages into it and the
+/// with virtual memory, growing next to a free block merges the new memory into it and the
 /// request takes the whole merged block unsplit when it reaches `max_split_size`. While
 /// it stands, the split rules are not checked for oversize blocks on that path.
 const TOLERATE_MERGED_OVERSIZE_BLOCKS: bool = false;
@@ -768,7 +768,7 @@ impl Harness {
         let after = self.alloc.stats();
         if allocator_waits(&after) != allocator_waits(&before) {
             // The allocator waited for streams or fences itself (garbage collection,
-            // reclaiming pages, the out-of-memory path): pending blocks may be free now.
+            // releasing chunks, the out-of-memory path): pending blocks may be free now.
             for p in &mut self.pending {
                 p.allocator_synced = true;
             }
@@ -1141,11 +1141,14 @@ impl Harness {
             );
             if self.vmm {
                 ensure!(
-                    seg.pages * PAGE == seg.size,
-                    "segment at {} (+{}) has {} pages",
+                    seg.pages * PAGE == seg.size
+                        && seg.chunks.iter().sum::<usize>() == seg.size
+                        && seg.chunks.iter().all(|c| c % PAGE == 0),
+                    "segment at {} (+{}) has {} pages, chunks {:?}",
                     seg.base,
                     seg.size,
-                    seg.pages
+                    seg.pages,
+                    seg.chunks
                 );
                 ensure!(
                     seg.base.0 % PAGE as u64 == 0,

@@ -24,7 +24,8 @@ use super::{
     Backend, BackendError, DeviceAddr, DeviceKind, EventId, MemInfo, StreamId, VirtualMemory,
 };
 
-/// A kind of backend call, for fault injection ([`TestBackend::fail_call`], [`FaultyBackend::fail_call`])
+/// A kind of backend call, for fault injection
+/// ([`TestBackend::fail_call`](super::test::TestBackend::fail_call), [`FaultyBackend::fail_call`])
 /// and counts.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, PartialOrd, Ord)]
 pub enum Call {

@@ -120,6 +120,7 @@ pub fn drive(
     check_each: bool,
 ) -> Result<DriveReport, String> {
     assert!(!streams.is_empty(), "drive needs at least one stream");
+    let start = alloc.stats();
     let mut slots: Vec<Option<RawBlock>> = (0..SLOTS).map(|_| None).collect();
     let mut report = DriveReport::default();
     let stream = |i: u8| streams[i as usize % streams.len()];
@@ -186,12 +187,12 @@ pub fn drive(
             s.allocation.all.current, s.allocated_bytes.all.current
         ));
     }
-    if s.allocation.all.allocated as u64 != report.allocs
-        || s.allocation.all.freed as u64 != report.frees
-    {
+    let allocs = (s.allocation.all.allocated - start.allocation.all.allocated) as u64;
+    let frees = (s.allocation.all.freed - start.allocation.all.freed) as u64;
+    if allocs != report.allocs || frees != report.frees {
         return Err(format!(
-            "statistics count {} allocations and {} frees, the drive made {} and {}",
-            s.allocation.all.allocated, s.allocation.all.freed, report.allocs, report.frees
+            "statistics count {allocs} allocations and {frees} frees, the drive made {} and {}",
+            report.allocs, report.frees
         ));
     }
     // The final empty_cache may itself fail under injected faults; what it could not
