@@ -4,7 +4,8 @@
 //! - [`caching`]: [`CachingAllocator`], the thread-safe public API, and [`RawBlock`].
 //! - `state`: the hot paths (malloc, free, merge, events) behind the lock; `memory`:
 //!   growing, and giving memory back under pressure, cheapest wait first; `vmm`:
-//!   virtual memory (arenas, growth at the top, the wilderness, chunks going back);
+//!   virtual memory (arenas, growth at the top, the wilderness); `release`: chunks
+//!   going back to the device;
 //!   `inspect`: snapshots, reports and the invariant check.
 //! - [`rounding`]: size rounding, pools, segment sizes, split rules (PyTorch's constants).
 //! - `free_index`: segregated free lists with bitmaps, for best fit in O(1).
@@ -52,6 +53,7 @@ mod free_index;
 mod inspect;
 mod memory;
 pub mod oom;
+mod release;
 pub mod rounding;
 mod segment;
 pub mod snapshot;
