@@ -223,7 +223,9 @@ pub fn from_trace(trace: &Trace) -> Result<MemorySnapshot, String> {
         .ops()
         .iter()
         .filter_map(|op| match op {
-            TraceOp::Alloc { stream, .. } => Some(*stream as usize + 1),
+            TraceOp::Alloc { stream, .. } | TraceOp::RecordStream { stream, .. } => {
+                Some(*stream as usize + 1)
+            }
             TraceOp::Free { .. } => None,
         })
         .max()
@@ -249,6 +251,12 @@ pub fn from_trace(trace: &Trace) -> Result<MemorySnapshot, String> {
             }
             TraceOp::Free { id } => {
                 live.remove(&id);
+            }
+            TraceOp::RecordStream { id, stream } => {
+                if let Some(buf) = live.get(&id) {
+                    buf.record_stream(streams[stream as usize])
+                        .map_err(|e| format!("operation {} (record_stream of id {id}): {e}", i + 1))?;
+                }
             }
         }
     }
