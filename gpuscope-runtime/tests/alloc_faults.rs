@@ -77,7 +77,7 @@ fn check_exact(dev: &Device, what: &str) {
     );
     let mine: Vec<_> = report_live()
         .into_iter()
-        .filter(|t| t.record.device() == dev.label())
+        .filter(|t| t.record.device_id() == dev.id())
         .collect();
     assert!(
         mine.is_empty(),
