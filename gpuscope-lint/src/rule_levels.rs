@@ -1,5 +1,6 @@
-//! [`Levels`]: the level of every rule, defaults overridden one rule at a time, and
-//! [`UnknownRule`], the error for a rule name that does not exist (with a did-you-mean).
+//! [`Levels`]: the table of every rule's [`Level`], defaults overridden one rule at a time,
+//! and [`UnknownRule`], the error for a rule name that does not exist (with a did-you-mean
+//! from `strsim`).
 
 use std::fmt;
 
@@ -71,6 +72,11 @@ impl Levels {
         index_of(rule.name).map_or(Level::Allow, |index| self.levels[index])
     }
 
+    /// Whether every rule is at `allow` (nothing can be reported).
+    pub(crate) fn all_allowed(&self) -> bool {
+        self.levels.iter().all(|level| *level == Level::Allow)
+    }
+
     /// Each rule with its level, in the order of [`RULES`].
     ///
     /// ```
@@ -101,10 +107,10 @@ pub struct UnknownRule {
 }
 
 impl UnknownRule {
-    fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         let suggestion = RULES
             .iter()
-            .map(|rule| (edit_distance(name, rule.name), rule.name))
+            .map(|rule| (strsim::levenshtein(name, rule.name), rule.name))
             .filter(|(distance, rule)| *distance <= (rule.len() / 3).max(2))
             .min_by_key(|(distance, _)| *distance)
             .map(|(_, rule)| rule);
@@ -143,22 +149,6 @@ impl fmt::Display for UnknownRule {
 }
 
 impl std::error::Error for UnknownRule {}
-
-/// Levenshtein distance over characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    let mut current = vec![0; b.len() + 1];
-    for (i, ca) in a.chars().enumerate() {
-        current[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        std::mem::swap(&mut previous, &mut current);
-    }
-    previous[b.len()]
-}
 
 #[cfg(test)]
 mod tests {
@@ -210,12 +200,5 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.suggestion(), None);
         assert!(!err.to_string().contains("did you mean"));
-    }
-
-    #[test]
-    fn edit_distance_basics() {
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("same", "same"), 0);
     }
 }
