@@ -83,6 +83,12 @@ pub use gpuscope_runtime::*;
 /// ```
 pub use gpuscope_macros::{ScopeValue, gpu_scope, no_grad};
 
+/// Lint levels in code: `#[gpuscope::lints::allow(rule, ..)]` on an item, or on a statement
+/// inside a `#[gpu_scope]` / `#[no_grad]` function. See the rules page, `docs/lints.md`.
+pub mod lints {
+    pub use gpuscope_macros::allow;
+}
+
 /// Support for the macros' expansions. Not a public API: it changes without notice.
 #[doc(hidden)]
 pub mod __private {

@@ -1,8 +1,8 @@
 //! Lint levels written in attributes, read the same way by the macros and by
 //! `gpuscope lint`:
 //!
-//! - `#[gpuscope::allow(rule, ..)]` on an item (function, `impl`, trait, module) or, inside
-//!   a function that carries `#[gpu_scope]`, `#[no_grad]` or `#[gpuscope::allow]`, on a
+//! - `#[gpuscope::lints::allow(rule, ..)]` on an item (function, `impl`, trait, module) or, inside
+//!   a function that carries `#[gpu_scope]`, `#[no_grad]` or `#[gpuscope::lints::allow]`, on a
 //!   statement or an expression;
 //! - the `allow(rule, ..)`, `warn(..)`, `deny(..)` arguments of `#[gpu_scope(..)]` and
 //!   `#[no_grad(..)]`.
@@ -105,12 +105,14 @@ pub fn parse_level_list(
     Ok(Some(out))
 }
 
-/// Whether `attr` is `#[gpuscope::allow(..)]` (also `gpuscope_macros::allow`).
+/// Whether `attr` is `#[gpuscope::lints::allow(..)]` (also `lints::allow` after
+/// `use gpuscope::lints;`, and the macro's own path `gpuscope_macros::allow`).
 pub fn is_allow_attr(attr: &Attribute) -> bool {
     is_allow_path(attr.path())
 }
 
-/// Whether `path` is `gpuscope::allow` (or `::gpuscope::allow`, `gpuscope_macros::allow`).
+/// Whether `path` names the `allow` attribute: `gpuscope::lints::allow`, `lints::allow`,
+/// `::gpuscope::lints::allow` or `gpuscope_macros::allow`.
 pub fn is_allow_path(path: &syn::Path) -> bool {
     let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
     matches!(
@@ -119,11 +121,11 @@ pub fn is_allow_path(path: &syn::Path) -> bool {
             .map(String::as_str)
             .collect::<Vec<_>>()
             .as_slice(),
-        ["gpuscope" | "gpuscope_macros", "allow"]
+        ["gpuscope", "lints", "allow"] | ["lints", "allow"] | ["gpuscope_macros", "allow"]
     )
 }
 
-/// Parses the rule list of `#[gpuscope::allow(rule, ..)]`: the attribute's arguments.
+/// Parses the rule list of `#[gpuscope::lints::allow(rule, ..)]`: the attribute's arguments.
 ///
 /// # Errors
 /// An empty list, something other than a rule name, or an unknown rule.
@@ -157,7 +159,7 @@ pub fn parse_allow_list(tokens: proc_macro2::TokenStream) -> syn::Result<Vec<Lev
     if out.is_empty() {
         return Err(syn::Error::new(
             span,
-            "`gpuscope::allow()` names no rule: `#[gpuscope::allow(graph_accumulation)]`",
+            "`gpuscope::lints::allow()` names no rule: `#[gpuscope::lints::allow(graph_accumulation)]`",
         ));
     }
     Ok(out)
@@ -231,7 +233,7 @@ mod tests {
     #[test]
     fn reads_allow_attributes_and_scope_arguments() {
         let attrs: Vec<Attribute> = vec![
-            syn::parse_quote!(#[gpuscope::allow(forget_tensor, static_escape)]),
+            syn::parse_quote!(#[gpuscope::lints::allow(forget_tensor, static_escape)]),
             syn::parse_quote!(#[gpu_scope(name = "x", sync, device = &dev, deny(graph_accumulation))]),
             syn::parse_quote!(#[gpuscope::no_grad(warn(item_in_hot_loop))]),
             syn::parse_quote!(#[allow(dead_code)]),
@@ -252,7 +254,7 @@ mod tests {
     fn unknown_rules_and_bad_lists_are_errors() {
         for (attr, message) in [
             (
-                syn::parse_quote!(#[gpuscope::allow(forget_tensors)]),
+                syn::parse_quote!(#[gpuscope::lints::allow(forget_tensors)]),
                 "unknown lint rule `forget_tensors`; did you mean `forget_tensor`?",
             ),
             (
@@ -264,9 +266,12 @@ mod tests {
                 syn::parse_quote!(#[no_grad(warn())]),
                 "`warn()` names no rule",
             ),
-            (syn::parse_quote!(#[gpuscope::allow()]), "names no rule"),
             (
-                syn::parse_quote!(#[gpuscope::allow(a::b)]),
+                syn::parse_quote!(#[gpuscope::lints::allow()]),
+                "names no rule",
+            ),
+            (
+                syn::parse_quote!(#[gpuscope::lints::allow(a::b)]),
                 "expected the name of a gpuscope lint rule",
             ),
         ] {
@@ -280,8 +285,10 @@ mod tests {
 
     #[test]
     fn only_gpuscope_allow_paths_count() {
-        let yes: Attribute = syn::parse_quote!(#[gpuscope::allow(forget_tensor)]);
-        let also: Attribute = syn::parse_quote!(#[::gpuscope::allow(forget_tensor)]);
+        let yes: Attribute = syn::parse_quote!(#[gpuscope::lints::allow(forget_tensor)]);
+        let also: Attribute = syn::parse_quote!(#[::gpuscope::lints::allow(forget_tensor)]);
+        let imported: Attribute = syn::parse_quote!(#[lints::allow(forget_tensor)]);
+        assert!(is_allow_attr(&imported));
         let no: Attribute = syn::parse_quote!(#[other::allow(forget_tensor)]);
         let builtin: Attribute = syn::parse_quote!(#[allow(forget_tensor)]);
         assert!(is_allow_attr(&yes) && is_allow_attr(&also));

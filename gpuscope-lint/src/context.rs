@@ -1,7 +1,7 @@
 //! What a rule sees while the walker runs: [`Cx`], the context of the expression being
 //! checked (the enclosing function, loops, bindings and what they hold, `no_grad`,
 //! statics), and [`Sink`], where findings go (it knows the levels in force at each place,
-//! after `#[gpuscope::allow(..)]` and `#[gpu_scope(allow(..))]` attributes).
+//! after `#[gpuscope::lints::allow(..)]` and `#[gpu_scope(allow(..))]` attributes).
 //!
 //! The walker (`walk.rs`) updates a `Cx` as it goes; rules only read it. Neither this module
 //! nor the rules know the walker.
@@ -13,7 +13,7 @@ use quote::ToTokens;
 use syn::Expr;
 
 use crate::frameworks::Used;
-use crate::infer::{Env, FileIndex, Graph, Kind, Value};
+use crate::infer::{Env, FileIndex, Kind, Value};
 use crate::syntax::{is_screaming_case, strip};
 use crate::{Finding, Level, Levels, Rule};
 
@@ -48,6 +48,9 @@ pub(crate) struct FnState {
     pub(crate) loops: Vec<LoopFrame>,
     /// Bindings that refer to a static's contents, with the static's name.
     pub(crate) aliases: Vec<(String, String)>,
+    /// The function is a free `fn main`: outside its loops, what it stores or forgets lives
+    /// no longer than its own locals.
+    pub(crate) main: bool,
     /// The function's parameters (`self` included).
     pub(crate) params: HashSet<String>,
     /// Names given to `gpuscope::keep(&x)` somewhere in the function.
@@ -86,11 +89,6 @@ impl<'i> Cx<'i> {
         self.env.infer(e)
     }
 
-    /// Whether `e`'s value carries a loss's graph.
-    pub(crate) fn graph(&self, e: &Expr) -> Graph {
-        self.env.infer(e).graph
-    }
-
     /// How many loops enclose the code (`for`, `while`, `loop`, and `.for_each(|..| ..)` bodies).
     pub(crate) fn loop_depth(&self) -> usize {
         self.f.loops.len()
@@ -98,6 +96,12 @@ impl<'i> Cx<'i> {
 
     pub(crate) fn in_loop(&self) -> bool {
         !self.f.loops.is_empty()
+    }
+
+    /// Whether the code runs once per process: in `fn main`, outside its loops. What it
+    /// stores in a static or forgets lives no longer than `main`'s own locals.
+    pub(crate) fn runs_once(&self) -> bool {
+        self.f.main && !self.in_loop()
     }
 
     /// The loops that `name` outlives: those entered after its binding (all of them for a
@@ -139,6 +143,9 @@ impl<'i> Cx<'i> {
     }
 
     fn static_target_named(&self, name: &str) -> Option<(String, bool)> {
+        if self.index().released_statics.contains(name) {
+            return None;
+        }
         match self.index().statics.get(name) {
             Some(Some(ty)) => match self.env.types.kind(ty) {
                 Kind::Host => None,

@@ -38,7 +38,7 @@
 //! | `level.rs` | [`Level`] (allow / warn / deny), one rule's level, and its parsing |
 //! | `rule_levels.rs` | [`Levels`], the table of every rule's level, and [`UnknownRule`] with its did-you-mean |
 //! | `finding.rs` | [`Rule`], [`Finding`], [`Diagnostic`], [`Position`] |
-//! | `attrs.rs` | levels written in attributes: `#[gpuscope::allow(..)]`, `#[gpu_scope(allow(..))]` |
+//! | `attrs.rs` | levels written in attributes: `#[gpuscope::lints::allow(..)]`, `#[gpu_scope(allow(..))]` |
 //! | `config.rs` | `gpuscope.toml` (feature `config`): levels per crate and per path |
 //! | `rules_page.rs` | [`rules_page`]: every rule's docs as one Markdown page (`docs/lints.md`) |
 //! | `rules/` | one module per rule (its docs, its check, its tests) and the registry: [`RULES`] |

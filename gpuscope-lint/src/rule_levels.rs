@@ -107,7 +107,13 @@ pub struct UnknownRule {
 }
 
 impl UnknownRule {
-    pub(crate) fn new(name: &str) -> Self {
+    /// The error for `name`, with a suggestion when a known rule is close to it.
+    ///
+    /// ```
+    /// let err = gpuscope_lint::UnknownRule::new("static_escap");
+    /// assert_eq!(err.suggestion(), Some("static_escape"));
+    /// ```
+    pub fn new(name: &str) -> Self {
         let suggestion = RULES
             .iter()
             .map(|rule| (strsim::levenshtein(name, rule.name), rule.name))

@@ -60,17 +60,19 @@ loosest scope to the tightest, later ones winning:
    ```
 3. the command line: `-A RULE`, `-W RULE`, `-D RULE`;
 4. attributes, as with clippy, on any item (function, `impl`, trait, module) and, inside a
-   function carrying `#[gpu_scope]`, `#[no_grad]` or `#[gpuscope::allow]`, on a statement:
+   function carrying `#[gpu_scope]`, `#[no_grad]` or `#[gpuscope::lints::allow]`, on a statement:
    ```rust
-   #[gpuscope::allow(static_escape)] // a cache kept on purpose
+   #[gpuscope::lints::allow(static_escape)] // a cache kept on purpose
    fn warm_up(dev: &Device) { /* .. */ }
 
    #[gpu_scope(allow(graph_accumulation), deny(out_of_place_update))]
    fn step(/* .. */) { /* .. */ }
    ```
-   `#[gpuscope::allow(..)]` is an attribute macro of the `gpuscope` crate: rustc rejects
-   `#[allow(gpuscope::rule)]` on stable Rust (unknown tool `gpuscope`), and attribute macros
-   are not allowed on statements, which is why statement-level allows need an enclosing
+   `#[gpuscope::lints::allow(..)]` is an attribute macro of the `gpuscope` crate (in a module:
+   a macro named `allow` at the crate root would make `#[allow(..)]` ambiguous after
+   `use gpuscope::*;`). Why not clippy's spelling: rustc rejects `#[allow(gpuscope::rule)]`
+   on stable Rust (unknown tool `gpuscope`, E0710), and attribute macros are not allowed on
+   statements on stable (E0658), which is why statement-level allows need an enclosing
    gpuscope attribute to take them off before rustc sees them. `gpuscope lint` reads the
    same attributes, so the macros and the command agree.
 

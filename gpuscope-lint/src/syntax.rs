@@ -230,6 +230,14 @@ fn write_expr(out: &mut String, e: &Expr) {
             out.push_str(if c.inputs.is_empty() { "|| " } else { "|..| " });
             write_expr(out, &c.body);
         }
+        Expr::Try(t) => {
+            write_expr(out, &t.expr);
+            out.push('?');
+        }
+        Expr::Await(a) => {
+            write_expr(out, &a.base);
+            out.push_str(".await");
+        }
         Expr::Block(b) => match b.block.stmts.as_slice() {
             [syn::Stmt::Expr(e, None)] => write_expr(out, e),
             _ => out.push_str("{ .. }"),
@@ -308,6 +316,7 @@ mod tests {
             "loss * chunk.len() as f64"
         );
         assert_eq!(show(&expr("|| 1")), "|| 1");
+        assert_eq!(show(&expr("x.mean()?.backward()")), "x.mean()?.backward()");
         assert_eq!(show(&expr("|x| { x }")), "|..| x");
         assert_eq!(show(&expr("|| { let a = 1; a }")), "|| { .. }");
     }

@@ -1,7 +1,7 @@
 //! The walk over function bodies: [`Walker`] visits every function, method and closure body
 //! in source order, keeps the [`Cx`] up to date (bindings and what they hold, enclosing
 //! loops, `no_grad`, statics and their aliases, the impl's `Self`), applies the levels of
-//! `#[gpuscope::allow(..)]` / `#[gpu_scope(allow(..))]` attributes to the code under them,
+//! `#[gpuscope::lints::allow(..)]` / `#[gpu_scope(allow(..))]` attributes to the code under them,
 //! and calls every registered [`Check`] on every expression and loop.
 //!
 //! Nesting deeper than [`MAX_DEPTH`] expressions is not walked (no finding comes from
@@ -89,6 +89,7 @@ impl<'i> Walker<'i> {
                 graph_used: facts.graph_used,
                 raw_taken: facts.raw_taken,
                 raw_casts: facts.raw_casts,
+                main: sig.ident == "main" && sig.inputs.is_empty(),
                 ..FnState::default()
             };
             let saved_state = std::mem::replace(&mut w.cx.f, fresh);

@@ -156,13 +156,16 @@
 //! - a `deny` finding (`forget_tensor`, `static_escape`, `backward_in_no_grad` by
 //!   default) is a compile error at the offending expression, with the rule's help;
 //! - a `warn` finding (`graph_accumulation`, `missing_zero_grad`, ... by default) is a
-//!   real compiler warning at the expression, on stable Rust: the expansion uses a
-//!   deprecated constant named after the rule there (`warning: use of deprecated
-//!   constant `train::gpuscope_graph_accumulation`: <message> help: <help>`), so
-//!   `#[allow(deprecated)]` also silences it. The function compiles and behaves the same.
+//!   real compiler warning over the expression, on stable Rust: the expansion leaves an
+//!   unused `#[must_use]` value named after the rule there (`warning: unused
+//!   `gpuscope_graph_accumulation` in tuple element 0 that must be used`, then the message
+//!   and help), so `#[allow(unused_must_use)]` also silences it. The function compiles and
+//!   behaves the same.
 //!
-//! `allow(rule, ..)`, `warn(rule, ..)` and `deny(rule, ..)` set levels for the function
-//! (an unknown rule is an error, with a suggestion). On a function with both attributes,
+//! Both underline the whole offending expression. `allow(rule, ..)`, `warn(rule, ..)` and
+//! `deny(rule, ..)` set levels for the function (an unknown rule is an error, with a
+//! suggestion); `#[gpuscope::lints::allow(rule, ..)]` allows rules on any item, and on a
+//! statement inside these functions; the rules page is `docs/lints.md`. On a function with both attributes,
 //! the levels of both apply and the body is linted once, by the attribute that expands
 //! first (it marks the other with a hidden `__gpuscope_linted` argument).
 //!
@@ -222,6 +225,17 @@ pub fn gpu_scope(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn no_grad(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::no_grad(args.into(), item.into()).into()
+}
+
+/// `#[gpuscope::lints::allow(rule, ..)]`: allows gpuscope lint rules on an item (function,
+/// `impl`, trait, module), as clippy's `#[allow(..)]` does for clippy's lints; and, inside a
+/// function carrying `#[gpu_scope]`, `#[no_grad]` or this attribute, on a statement. An
+/// unknown rule is an error. `gpuscope lint` reads the same attributes. Re-exported as
+/// `gpuscope::lints::allow` (not at the crate root, where it would make the built-in
+/// `#[allow]` ambiguous after `use gpuscope::*`).
+#[proc_macro_attribute]
+pub fn allow(args: TokenStream, item: TokenStream) -> TokenStream {
+    lint::allow(args.into(), item.into()).into()
 }
 
 /// `#[derive(ScopeValue)]`: implements `ScopeValue` for a struct or an enum by visiting

@@ -36,6 +36,10 @@ pub(crate) struct FileIndex {
     ambiguous_returns: HashSet<String>,
     /// `static` names with their declared types (`None` where a macro's could not be read).
     pub(crate) statics: HashMap<String, Option<Type>>,
+    /// Statics whose contents the file also releases (`clear`, `truncate`, `pop`, `remove`,
+    /// `take`, `drain`, or assigns anew): a scoped stack or a bounded cache, not a store
+    /// that grows until the process exits.
+    pub(crate) released_statics: HashSet<String>,
     /// `const` names: SCREAMING_CASE like statics, but a fresh value at every use.
     pub(crate) consts: HashSet<String>,
     /// Whether the file has `use std::mem::forget` (or `core::mem::forget`), making a bare
@@ -51,6 +55,9 @@ impl FileIndex {
             ..FileIndex::default()
         };
         index.visit_file(file);
+        let mut releases = Releases::default();
+        releases.visit_file(file);
+        index.released_statics = releases.statics;
         index
     }
 
@@ -61,6 +68,9 @@ impl FileIndex {
             ..FileIndex::default()
         };
         index.visit_block(block);
+        let mut releases = Releases::default();
+        releases.visit_block(block);
+        index.released_statics = releases.statics;
         index
     }
 
@@ -238,6 +248,112 @@ impl<'ast> Visit<'ast> for FileIndex {
             }
         }
         walk(&item.tree, None, false, false, self);
+    }
+}
+
+/// Methods that release what a container holds.
+const RELEASING: &[&str] = &[
+    "clear",
+    "truncate",
+    "pop",
+    "pop_back",
+    "pop_front",
+    "remove",
+    "take",
+    "drain",
+    "retain",
+    "split_off",
+    "swap_remove",
+];
+
+/// Finds the statics whose contents are released somewhere: a releasing method on a chain
+/// rooted at the static, at a binding taken from it (`let mut g = X.lock().unwrap();`), or
+/// at the parameter of `X.with(|v| ..)`; or an assignment through one (`*X.lock() = None`).
+#[derive(Default)]
+struct Releases {
+    statics: HashSet<String>,
+    /// Bindings and closure parameters standing for a static, in the current function.
+    aliases: Vec<(String, String)>,
+}
+
+impl Releases {
+    /// The static (SCREAMING_CASE, or an alias of one) at the root of `e`.
+    fn static_of(&self, e: &syn::Expr) -> Option<String> {
+        let root = crate::syntax::chain_root(e);
+        let ident = crate::syntax::ident_of(root)?.to_string();
+        if let Some((_, target)) = self.aliases.iter().rev().find(|(a, _)| *a == ident) {
+            return Some(target.clone());
+        }
+        crate::syntax::is_screaming_case(&ident).then_some(ident)
+    }
+}
+
+impl<'ast> Visit<'ast> for Releases {
+    fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+        let method = call.method.to_string();
+        if RELEASING.contains(&method.as_str()) {
+            if let Some(name) = self.static_of(&call.receiver) {
+                self.statics.insert(name);
+            }
+        }
+        if matches!(method.as_str(), "with" | "with_borrow_mut" | "with_borrow") {
+            if let Some(name) = self.static_of(&call.receiver) {
+                let before = self.aliases.len();
+                for arg in &call.args {
+                    if let syn::Expr::Closure(c) = arg {
+                        for input in &c.inputs {
+                            crate::syntax::pat_idents(input, &mut |i| {
+                                self.aliases.push((i.to_string(), name.clone()))
+                            });
+                        }
+                    }
+                }
+                visit::visit_expr_method_call(self, call);
+                self.aliases.truncate(before);
+                return;
+            }
+        }
+        visit::visit_expr_method_call(self, call);
+    }
+
+    fn visit_expr_assign(&mut self, assign: &'ast syn::ExprAssign) {
+        // `*X.lock().unwrap() = None;`, `X = Vec::new();`: emptied.
+        let emptied = match crate::syntax::strip(&assign.right) {
+            syn::Expr::Path(p) => p.path.is_ident("None"),
+            syn::Expr::Call(call) => {
+                call.args.is_empty()
+                    && crate::syntax::callee_name(call)
+                        .is_some_and(|n| n == "new" || n == "default")
+            }
+            _ => false,
+        };
+        if emptied {
+            if let Some(name) = self.static_of(&assign.left) {
+                self.statics.insert(name);
+            }
+        }
+        visit::visit_expr_assign(self, assign);
+    }
+
+    fn visit_local(&mut self, local: &'ast syn::Local) {
+        if let (syn::Pat::Ident(p), Some(init)) = (&local.pat, &local.init) {
+            if let Some(name) = self.static_of(&init.expr) {
+                self.aliases.push((p.ident.to_string(), name));
+            }
+        }
+        visit::visit_local(self, local);
+    }
+
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        let saved = std::mem::take(&mut self.aliases);
+        visit::visit_item_fn(self, item);
+        self.aliases = saved;
+    }
+
+    fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
+        let saved = std::mem::take(&mut self.aliases);
+        visit::visit_impl_item_fn(self, item);
+        self.aliases = saved;
     }
 }
 

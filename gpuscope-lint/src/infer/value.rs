@@ -238,10 +238,14 @@ impl<'i> Env<'i> {
 
     /// Binds `name` to `value` (shadowing any earlier binding).
     pub(crate) fn bind(&mut self, name: String, mut value: Value) {
-        if value.graph == Graph::Unknown
-            && value.kind != Kind::Host
-            && (self.backwarded.contains(&name) || is_loss_name(&name))
-        {
+        if value.kind != Kind::Host && self.backwarded.contains(&name) {
+            // `.backward()` is called on it: a tensor carrying a graph.
+            value.kind = Kind::Device;
+            if value.graph == Graph::Unknown {
+                value.graph = Graph::Loss;
+            }
+        }
+        if value.graph == Graph::Unknown && value.kind != Kind::Host && is_loss_name(&name) {
             value.graph = Graph::Loss;
         }
         self.bindings.insert(name, value);

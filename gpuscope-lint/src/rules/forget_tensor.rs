@@ -50,6 +50,8 @@ fn features(x: &Tensor) -> Tensor {
 ```
 
 ### Known problems
+- Code in `fn main` outside its loops does not fire: what it forgets lives no longer than
+  `main`'s own locals.
 - Values whose type is not known (a type of another file, a type parameter) are not
   reported: the rule prefers silence.
 - Handing ownership over is not a leak and is not reported: forgetting `self` (or a value of
@@ -85,7 +87,7 @@ impl Check for ForgetTensor {
             return;
         };
         let Some(arg) = call.args.first() else { return };
-        if !cx.value(arg).owns_device_memory() || hands_over(e, arg, cx) {
+        if cx.runs_once() || !cx.value(arg).owns_device_memory() || hands_over(e, arg, cx) {
             return;
         }
         let value = show(arg);

@@ -79,8 +79,10 @@ fn train(model: &Model, opt: &mut Sgd, data: &[Batch]) -> f64 {
 enum Form {
     /// `acc += v`, `acc = acc + v`, `acc = acc.add(&v)?`, `acc.add_(&v)`.
     Add,
-    /// `acc.push(v)`, `acc.extend(v)`.
+    /// `acc.push(v)`.
     Push,
+    /// `acc.extend(vs)`, `acc.append(vs)`.
+    Extend,
 }
 
 /// The rule's checks.
@@ -99,13 +101,19 @@ impl Check for GraphAccumulation {
         let Some((acc, value, form)) = accumulation(e) else {
             return;
         };
-        if cx.graph(value) != Graph::Loss {
+        let value_is = cx.value(value);
+        if value_is.graph != Graph::Loss || cx.value(acc).kind == Kind::Host {
             return;
         }
         // The accumulator must outlive the iteration and be able to hold a graph.
         if let Some(ident) = ident_of(chain_root(acc)) {
             let name = ident.to_string();
-            if ident != "self" {
+            if ident == "self" {
+                // A field outlives the function: only a value known to be a tensor counts.
+                if value_is.kind != Kind::Device {
+                    return;
+                }
+            } else {
                 if cx.env.binding(&name).is_some_and(|v| v.kind == Kind::Host) {
                     return;
                 }
@@ -128,6 +136,10 @@ impl Check for GraphAccumulation {
             Form::Push => format!(
                 "store a number: `{acc_text}.push({value_text}.item())` (or push `{value_text}.detach()`)"
             ),
+            Form::Extend => {
+                "store numbers: call `.item()` (or `.detach()`) on each loss before adding it"
+                    .to_owned()
+            }
         };
         sink.emit(
             &RULE,
@@ -157,7 +169,10 @@ const ADDS: &[&str] = &["add", "broadcast_add"];
 const ADDS_IN_PLACE: &[&str] = &["add_", "add_assign"];
 
 /// Methods storing their argument into their receiver.
-const PUSHES: &[&str] = &["push", "push_back", "push_front", "extend", "append"];
+const PUSHES: &[&str] = &["push", "push_back", "push_front"];
+
+/// Methods storing the elements of their argument into their receiver.
+const EXTENDS: &[&str] = &["extend", "append"];
 
 /// `(accumulator, value, form)` when `e` adds or pushes a value into an accumulator.
 fn accumulation(e: &Expr) -> Option<(&Expr, &Expr, Form)> {
@@ -191,6 +206,9 @@ fn accumulation(e: &Expr) -> Option<(&Expr, &Expr, Form)> {
         }
         Expr::MethodCall(m) if m.args.len() == 1 && PUSHES.iter().any(|p| m.method == p) => {
             Some((&m.receiver, &m.args[0], Form::Push))
+        }
+        Expr::MethodCall(m) if m.args.len() == 1 && EXTENDS.iter().any(|p| m.method == p) => {
+            Some((&m.receiver, &m.args[0], Form::Extend))
         }
         _ => None,
     }
@@ -242,11 +260,12 @@ fn train(&mut self, xs: &[Tensor]) {
         i += 1;
     }
     loop {
-        let out = self.step();
+        let out: StepOutput = self.step();
         self.total = self.total + out.loss;
         break;
     }
 }
+struct StepOutput { loss: Tensor, n: usize }
 "#;
         assert_eq!(hits(RULE, src), [(5, 9), (10, 9)]);
     }

@@ -100,13 +100,15 @@ impl Check for ScopeEscape {
         }) else {
             return;
         };
-        let value = show(strip(value));
+        let tensor = unwrapped(value);
+        let shown = show(tensor);
+        let keep = show(without_clone(tensor));
         sink.emit(
             &RULE,
             e,
-            format!("`{value}` is made in this `#[gpu_scope]` and stored in `{container}`, which outlives the scope: the scope reports it as leaked"),
+            format!("`{shown}` is made in this `#[gpu_scope]` and stored in `{container}`, which outlives the scope: the scope reports it as leaked"),
             "return it to the caller instead of storing it, or make it in the caller".to_owned(),
-            Some(format!("to keep it on purpose, call `gpuscope::keep(&{value})` before storing it (it then belongs to the caller's scope), or `#[gpuscope::allow(scope_escape)]`")),
+            Some(format!("to keep it on purpose, call `gpuscope::keep(&{keep})` before storing it (it then belongs to the caller's scope), or allow the rule: `#[gpuscope::lints::allow(scope_escape)]`")),
         );
     }
 }
@@ -131,6 +133,24 @@ fn outliving_container(target: &Expr, assign: bool, cx: &Cx<'_>) -> Option<Strin
         return None;
     }
     Some(show(strip(target)))
+}
+
+/// The tensor in a stored value: `t` in `Some(t)`, `Ok(t)`, `Box::new(t)`, `[t]`, `t?`.
+fn unwrapped(value: &Expr) -> &Expr {
+    match strip(value) {
+        Expr::Call(call) if call.args.len() == 1 => unwrapped(&call.args[0]),
+        Expr::Array(a) if a.elems.len() == 1 => unwrapped(&a.elems[0]),
+        Expr::Try(t) => unwrapped(&t.expr),
+        other => other,
+    }
+}
+
+/// `t` for `t.clone()`.
+fn without_clone(e: &Expr) -> &Expr {
+    match strip(e) {
+        Expr::MethodCall(m) if m.method == "clone" => strip(&m.receiver),
+        other => other,
+    }
 }
 
 /// Whether the value stored is a binding given to `keep(&x)` in the function.
