@@ -168,8 +168,13 @@ impl Config {
         if self.paths.is_empty() {
             return levels;
         }
-        let (Ok(file), Ok(root)) = (std::path::absolute(file), std::path::absolute(&self.root))
-        else {
+        // A config named without a directory (`gpuscope.toml`) is in the current one.
+        let root = if self.root.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            &self.root
+        };
+        let (Ok(file), Ok(root)) = (std::path::absolute(file), std::path::absolute(root)) else {
             return levels;
         };
         let Ok(relative) = file.strip_prefix(&root) else {

@@ -102,6 +102,13 @@ fn default_config(paths: &[PathBuf]) -> Option<PathBuf> {
     [first, Some(PathBuf::from("."))]
         .into_iter()
         .flatten()
-        .map(|dir| dir.join("gpuscope.toml"))
+        .map(|dir| {
+            // `gpuscope.toml` rather than `./gpuscope.toml` in messages.
+            if dir == Path::new(".") || dir.as_os_str().is_empty() {
+                PathBuf::from("gpuscope.toml")
+            } else {
+                dir.join("gpuscope.toml")
+            }
+        })
         .find(|candidate| candidate.is_file())
 }
