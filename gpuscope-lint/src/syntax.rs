@@ -234,6 +234,16 @@ fn write_expr(out: &mut String, e: &Expr) {
             write_expr(out, &t.expr);
             out.push('?');
         }
+        Expr::Struct(st) => {
+            let names: Vec<String> = st
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            out.push_str(&names.join("::"));
+            out.push_str(" { .. }");
+        }
         Expr::Await(a) => {
             write_expr(out, &a.base);
             out.push_str(".await");
@@ -317,6 +327,7 @@ mod tests {
         );
         assert_eq!(show(&expr("|| 1")), "|| 1");
         assert_eq!(show(&expr("x.mean()?.backward()")), "x.mean()?.backward()");
+        assert_eq!(show(&expr("Entry { w, n: 1 }")), "Entry { .. }");
         assert_eq!(show(&expr("|x| { x }")), "|..| x");
         assert_eq!(show(&expr("|| { let a = 1; a }")), "|| { .. }");
     }

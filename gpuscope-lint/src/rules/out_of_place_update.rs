@@ -22,8 +22,8 @@ Default level: **allow** (in-place updates are wrong where autograd needs the ol
 
 ### What it does
 Finds `x = x + y`, `x = x.add(&y)?`, `x = &x * &y` and the like, where `x` is the same place
-on both sides and neither side is known to be host data (`i = i + 1` and bindings of number
-types do not fire).
+on both sides, one side is known to be a tensor and neither is known to be host data
+(`i = i + 1` and bindings of number types do not fire).
 
 ### Why is this bad
 Each update allocates a new tensor and frees the old one, where an in-place `x.add_(&y)`
@@ -113,7 +113,12 @@ impl Check for OutOfPlaceUpdate {
             }
             _ => return,
         };
-        if cx.value(other).kind == Kind::Host || cx.value(target).kind == Kind::Host {
+        // Pedantic as it is, the rule still wants a tensor on one side.
+        let (place_kind, other_kind) = (cx.value(target).kind, cx.value(other).kind);
+        if place_kind == Kind::Host
+            || other_kind == Kind::Host
+            || (place_kind != Kind::Device && other_kind != Kind::Device)
+        {
             return;
         }
         let place = show(strip(target));

@@ -200,7 +200,13 @@ impl Trainer {
                 .note
                 .as_deref()
                 .unwrap()
-                .contains("gpuscope::keep(&h.clone())")
+                .contains("gpuscope::keep(&h)")
+        );
+        let third = &findings(RULE, src)[2];
+        assert!(
+            third.message.starts_with("`h.clone()` is made"),
+            "{}",
+            third.message
         );
     }
 
