@@ -96,7 +96,7 @@ fn lint_tokens(source: &str, levels: &Levels) -> Result<Vec<Diagnostic>, SourceE
             message: e.to_string(),
         }
     })?;
-    let (depth, at) = nesting(&tokens);
+    let (tokens, depth, at) = nesting(tokens);
     if depth > MAX_NESTING {
         return Err(SourceError::TooDeep {
             at,
@@ -130,14 +130,21 @@ fn without_shebang(source: &str) -> std::borrow::Cow<'_, str> {
 /// deepest point starts (see the module documentation).
 pub fn nesting_depth(source: &str) -> Option<usize> {
     let tokens = TokenStream::from_str(source).ok()?;
-    let depth = nesting(&tokens).0;
+    let depth = nesting(tokens).1;
     proc_macro2::extra::invalidate_current_thread_spans();
     Some(depth)
 }
 
-fn nesting(tokens: &TokenStream) -> (usize, Position) {
+/// The nesting estimate of `tokens` and where its deepest point starts, and the same tokens
+/// back: they are moved out and rebuilt (iterating a shared token stream would copy every
+/// token).
+fn nesting(tokens: TokenStream) -> (TokenStream, usize, Position) {
     struct Level {
         tokens: proc_macro2::token_stream::IntoIter,
+        /// The tokens seen so far, to rebuild the stream.
+        out: Vec<TokenTree>,
+        /// The group this level is the inside of (none for the top level).
+        group: Option<(Delimiter, proc_macro2::Span)>,
         /// Tokens of the current segment at this level.
         segment: usize,
         /// The previous token was a `{ .. }` group.
@@ -147,21 +154,37 @@ fn nesting(tokens: &TokenStream) -> (usize, Position) {
         /// The previous token ended an attribute: the next one starts a new segment.
         after_attr: bool,
     }
-    let mut stack = vec![Level {
-        tokens: tokens.clone().into_iter(),
-        segment: 0,
-        after_brace: false,
-        after_hash: false,
-        after_attr: false,
-    }];
+    impl Level {
+        fn new(tokens: TokenStream, group: Option<(Delimiter, proc_macro2::Span)>) -> Self {
+            Level {
+                tokens: tokens.into_iter(),
+                out: Vec::new(),
+                group,
+                segment: 0,
+                after_brace: false,
+                after_hash: false,
+                after_attr: false,
+            }
+        }
+    }
+    let mut stack = vec![Level::new(tokens, None)];
     let mut total = 0usize;
     let mut deepest = (0usize, Position { line: 1, column: 1 });
     loop {
-        let Some(level) = stack.last_mut() else { break };
+        let level = stack.last_mut().expect("the top level is popped last");
         let Some(token) = level.tokens.next() else {
-            total -= level.segment;
-            stack.pop();
-            continue;
+            let done = stack.pop().expect("not empty");
+            total -= done.segment;
+            let stream: TokenStream = done.out.into_iter().collect();
+            match (done.group, stack.last_mut()) {
+                (Some((delimiter, span)), Some(parent)) => {
+                    let mut group = proc_macro2::Group::new(delimiter, stream);
+                    group.set_span(span);
+                    parent.out.push(TokenTree::Group(group));
+                    continue;
+                }
+                _ => return (stream, deepest.0, deepest.1),
+            }
         };
         let ends_segment = match &token {
             TokenTree::Punct(p) => {
@@ -173,6 +196,9 @@ fn nesting(tokens: &TokenStream) -> (usize, Position) {
             total -= level.segment;
             level.segment = 0;
             level.after_brace = false;
+            level.after_attr = false;
+            level.after_hash = false;
+            level.out.push(token);
             continue;
         }
         // After `{ .. }`, an item, an arm or a statement starts a new segment; `else`, `as`,
@@ -204,17 +230,16 @@ fn nesting(tokens: &TokenStream) -> (usize, Position) {
         if total > deepest.0 {
             deepest = (total, Position::from_line_column(token.span().start()));
         }
-        if let TokenTree::Group(group) = token {
-            stack.push(Level {
-                tokens: group.stream().into_iter(),
-                segment: 0,
-                after_brace: false,
-                after_hash: false,
-                after_attr: false,
-            });
+        match token {
+            TokenTree::Group(group) => {
+                let inner = group.stream();
+                let meta = (group.delimiter(), group.span());
+                drop(group);
+                stack.push(Level::new(inner, Some(meta)));
+            }
+            other => level.out.push(other),
         }
     }
-    deepest
 }
 
 #[cfg(test)]
@@ -260,6 +285,21 @@ mod tests {
             "pub fn f(&self) -> u8 { 1 }\n".repeat(2_000)
         );
         assert!(depth(&methods) < 30, "{}", depth(&methods));
+    }
+
+    #[test]
+    fn the_tokens_come_back_unchanged() {
+        let src = "#![doc = \"x\"]\nfn f(a: [u8; 2]) -> u8 {\n    match a { [x, _] => { (x + 1) * 2 } }\n}\n";
+        let tokens = TokenStream::from_str(src).unwrap();
+        let before = tokens.to_string();
+        let spans: Vec<_> = tokens.clone().into_iter().map(|t| t.span().start()).collect();
+        let (back, _, _) = nesting(tokens);
+        assert_eq!(back.to_string(), before);
+        let back_spans: Vec<_> = back.into_iter().map(|t| t.span().start()).collect();
+        assert_eq!(back_spans, spans);
+        let file = syn::parse_file(src).unwrap();
+        let (back, _, _) = nesting(TokenStream::from_str(src).unwrap());
+        assert_eq!(syn::parse2::<syn::File>(back).unwrap(), file);
     }
 
     #[test]
