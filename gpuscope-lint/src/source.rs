@@ -292,7 +292,11 @@ mod tests {
         let src = "#![doc = \"x\"]\nfn f(a: [u8; 2]) -> u8 {\n    match a { [x, _] => { (x + 1) * 2 } }\n}\n";
         let tokens = TokenStream::from_str(src).unwrap();
         let before = tokens.to_string();
-        let spans: Vec<_> = tokens.clone().into_iter().map(|t| t.span().start()).collect();
+        let spans: Vec<_> = tokens
+            .clone()
+            .into_iter()
+            .map(|t| t.span().start())
+            .collect();
         let (back, _, _) = nesting(tokens);
         assert_eq!(back.to_string(), before);
         let back_spans: Vec<_> = back.into_iter().map(|t| t.span().start()).collect();
