@@ -44,6 +44,7 @@
 //! | `rules/` | one module per rule (its docs, its check, its tests) and the registry: [`RULES`] |
 //! | `check.rs` | `Check`, the trait rules register through, and the loop hook's `Loop` |
 //! | `walk.rs` | the walk over function bodies, keeping the context and applying attribute levels |
+//! | `fn_facts.rs` | what a function body does, gathered before the walk (graph uses, `keep`, raw pointers) |
 //! | `context.rs` | what a rule sees (`Cx`: bindings, loops, `no_grad`, statics) and where findings go (`Sink`) |
 //! | `infer/` | local type inference: what each value is (device memory, host data, a loss) |
 //! | `frameworks/` | one table per tensor library: device types, gradient semantics, host reads, no-grad guards |
@@ -78,6 +79,7 @@ mod check;
 pub mod config;
 mod context;
 mod finding;
+mod fn_facts;
 mod frameworks;
 mod infer;
 mod level;
