@@ -124,3 +124,19 @@ impl Diagnostic {
         }
     }
 }
+
+/// The pseudo-rule of a finding about an attribute that names a rule that does not exist
+/// (or a malformed level list): always an error.
+pub const UNKNOWN_RULE: &str = "unknown_rule";
+
+/// What the macros know about the function they lint.
+///
+/// Attributes written on the function (`#[no_grad]`, `#[gpu_scope]`, under any path) count
+/// as well, so `FnContext::default()` is right for [`lint_file`]-style use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FnContext {
+    /// The function is `#[no_grad]`: gradients are off in its body.
+    pub no_grad: bool,
+    /// The function is `#[gpu_scope]`: its tensors are freed when it returns.
+    pub scoped: bool,
+}

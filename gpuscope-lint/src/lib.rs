@@ -33,11 +33,12 @@
 //!
 //! | module | job |
 //! |---|---|
-//! | `lib.rs` | the entry points: [`lint_fn`], [`lint_block`], [`lint_file`], [`FnContext`] |
+//! | `lib.rs` | this map and the re-exports |
+//! | `entry.rs` | the entry points on syntax trees: [`lint_fn`], [`lint_block`], [`lint_file`] |
 //! | `source.rs` | [`lint_source`]: text to diagnostics on any input, with the nesting bound ([`MAX_NESTING`]) |
 //! | `level.rs` | [`Level`] (allow / warn / deny), one rule's level, and its parsing |
 //! | `rule_levels.rs` | [`Levels`], the table of every rule's level, and [`UnknownRule`] with its did-you-mean |
-//! | `finding.rs` | [`Rule`], [`Finding`], [`Diagnostic`], [`Position`] |
+//! | `finding.rs` | [`Rule`], [`Finding`], [`Diagnostic`], [`Position`], [`FnContext`], [`UNKNOWN_RULE`] |
 //! | `attrs.rs` | levels written in attributes: `#[gpuscope::lints::allow(..)]`, `#[gpu_scope(allow(..))]` |
 //! | `config.rs` | `gpuscope.toml` (feature `config`): levels per crate and per path |
 //! | `rules_page.rs` | [`rules_page`]: every rule's docs as one Markdown page (`docs/lints.md`) |
@@ -78,6 +79,7 @@ mod check;
 #[cfg(feature = "config")]
 pub mod config;
 mod context;
+mod entry;
 mod finding;
 mod fn_facts;
 mod frameworks;
@@ -90,114 +92,13 @@ mod source;
 mod syntax;
 mod walk;
 
-use syn::visit::Visit;
-
-pub use finding::{Diagnostic, Finding, Position, Rule};
+pub use entry::{lint_block, lint_file, lint_fn};
+pub use finding::{Diagnostic, Finding, FnContext, Position, Rule, UNKNOWN_RULE};
 pub use level::{Level, ParseLevelError};
 pub use rule_levels::{Levels, UnknownRule};
 pub use rules::{RULES, rule};
 pub use rules_page::rules_page;
 pub use source::{MAX_NESTING, STACK_SIZE, SourceError, lint_source, nesting_depth};
-
-use infer::FileIndex;
-use walk::Walker;
-
-/// The pseudo-rule of a finding about an attribute that names a rule that does not exist
-/// (or a malformed level list): always an error.
-pub const UNKNOWN_RULE: &str = "unknown_rule";
-
-/// What the macros know about the function they lint.
-///
-/// Attributes written on the function (`#[no_grad]`, `#[gpu_scope]`, under any path) count
-/// as well, so `FnContext::default()` is right for [`lint_file`]-style use.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FnContext {
-    /// The function is `#[no_grad]`: gradients are off in its body.
-    pub no_grad: bool,
-    /// The function is `#[gpu_scope]`: its tensors are freed when it returns.
-    pub scoped: bool,
-}
-
-/// Lints one function: its body, its closures and the functions nested in it.
-///
-/// Findings at `allow` are left out; the rest are ordered by source position.
-///
-/// ```
-/// use gpuscope_lint::{FnContext, Levels, lint_fn};
-///
-/// let item: syn::ItemFn = syn::parse_quote! {
-///     fn evaluate(model: &Model, x: &Tensor) {
-///         let loss = model.forward(x).mean();
-///         loss.backward();
-///     }
-/// };
-/// let ctx = FnContext { no_grad: true, scoped: false };
-/// let findings = lint_fn(&item, ctx, &Levels::default());
-/// assert_eq!(findings.len(), 1);
-/// assert_eq!(findings[0].rule, "backward_in_no_grad");
-/// assert!(lint_fn(&item, FnContext::default(), &Levels::default()).is_empty());
-/// ```
-pub fn lint_fn(item: &syn::ItemFn, ctx: FnContext, levels: &Levels) -> Vec<Finding> {
-    let index = FileIndex::of_block(&item.block);
-    let mut walker = Walker::new(&index, levels);
-    walker.walk_fn(&item.attrs, &item.sig, &item.block, ctx);
-    walker.finish()
-}
-
-/// Lints a function body given as a signature and a block: for methods (`syn::ImplItemFn`)
-/// and trait default methods, which are not `syn::ItemFn`s.
-///
-/// ```
-/// use gpuscope_lint::{FnContext, Levels, lint_block};
-///
-/// let method: syn::ImplItemFn = syn::parse_quote! {
-///     fn remember(&self, t: Tensor) {
-///         LAST.lock().unwrap().push(t);
-///     }
-/// };
-/// let findings = lint_block(&method.sig, &method.block, FnContext::default(), &Levels::default());
-/// assert_eq!(findings[0].rule, "static_escape");
-/// ```
-pub fn lint_block(
-    sig: &syn::Signature,
-    block: &syn::Block,
-    ctx: FnContext,
-    levels: &Levels,
-) -> Vec<Finding> {
-    let index = FileIndex::of_block(block);
-    let mut walker = Walker::new(&index, levels);
-    walker.walk_fn(&[], sig, block, ctx);
-    walker.finish()
-}
-
-/// Lints every function, method and closure body in a file.
-///
-/// Functions whose attributes end in `no_grad` or `gpu_scope` get that context; closures
-/// passed to `no_grad(..)` count as `no_grad`. Statics and consts declared anywhere in the
-/// file are known to [`static_escape`](RULES). Findings at `allow` are left out; the rest are
-/// ordered by source position.
-///
-/// ```
-/// use gpuscope_lint::{Level, Levels, lint_file};
-///
-/// let file = syn::parse_file(
-///     "fn f(a: &Alloc) {\n    for _ in 0..10 {\n        a.empty_cache();\n    }\n}\n",
-/// ).unwrap();
-/// let found = lint_file(&file, &Levels::default());
-/// assert_eq!(found[0].rule, "empty_cache_in_loop");
-/// assert_eq!(found[0].span.start().line, 3);
-///
-/// let mut quiet = Levels::default();
-/// quiet.set("empty_cache_in_loop", Level::Allow)?;
-/// assert!(lint_file(&file, &quiet).is_empty());
-/// # Ok::<(), gpuscope_lint::UnknownRule>(())
-/// ```
-pub fn lint_file(file: &syn::File, levels: &Levels) -> Vec<Finding> {
-    let index = FileIndex::of_file(file);
-    let mut walker = Walker::new(&index, levels);
-    walker.visit_file(file);
-    walker.finish()
-}
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use crate::{Level, RULES, Rule};
+use crate::{Level, Rule};
 
 /// The level of each rule in [`RULES`]: every rule's default, unless [`set`](Levels::set).
 ///
@@ -21,34 +21,23 @@ use crate::{Level, RULES, Rule};
 /// assert!(err.to_string().contains("did you mean `graph_accumulation`?"));
 /// # Ok::<(), gpuscope_lint::UnknownRule>(())
 /// ```
+///
+/// `Default` and [`Levels::all`] are implemented beside the registry (`rules/mod.rs`), so
+/// that this module knows no rule: the arrows run from the rules to their levels.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Levels {
-    levels: [Level; RULES.len()],
-}
-
-impl Default for Levels {
-    fn default() -> Self {
-        let mut levels = [Level::Allow; RULES.len()];
-        for (slot, rule) in levels.iter_mut().zip(RULES) {
-            *slot = rule.default;
-        }
-        Levels { levels }
-    }
+    /// The known rules, in the registry's order.
+    rules: &'static [Rule],
+    /// The level of each, in the same order.
+    levels: Vec<Level>,
 }
 
 impl Levels {
-    /// Every rule at `level`, whatever its default (for example `Levels::all(Level::Warn)` to
-    /// see everything without failing).
-    ///
-    /// ```
-    /// use gpuscope_lint::{Level, Levels, RULES};
-    ///
-    /// let levels = Levels::all(Level::Warn);
-    /// assert!(RULES.iter().all(|rule| levels.get(rule.name) == Some(Level::Warn)));
-    /// ```
-    pub fn all(level: Level) -> Self {
+    /// The levels of `rules`, each at `level` (or its default when `level` is `None`).
+    pub(crate) fn of_rules(rules: &'static [Rule], level: Option<Level>) -> Self {
         Levels {
-            levels: [level; RULES.len()],
+            rules,
+            levels: rules.iter().map(|r| level.unwrap_or(r.default)).collect(),
         }
     }
 
@@ -57,19 +46,26 @@ impl Levels {
     /// # Errors
     /// [`UnknownRule`] when no rule has that name; the levels are unchanged.
     pub fn set(&mut self, rule: &str, level: Level) -> Result<(), UnknownRule> {
-        let index = index_of(rule).ok_or_else(|| UnknownRule::new(rule))?;
+        let index = self
+            .index_of(rule)
+            .ok_or_else(|| UnknownRule::among(rule, self.rules))?;
         self.levels[index] = level;
         Ok(())
     }
 
     /// The level of the rule named `rule`, or `None` when no rule has that name.
     pub fn get(&self, rule: &str) -> Option<Level> {
-        index_of(rule).map(|index| self.levels[index])
+        self.index_of(rule).map(|index| self.levels[index])
     }
 
-    /// The level of a rule from [`RULES`].
+    /// The level of a rule from [`RULES`](crate::RULES).
     pub(crate) fn of(&self, rule: &Rule) -> Level {
-        index_of(rule.name).map_or(Level::Allow, |index| self.levels[index])
+        self.index_of(rule.name)
+            .map_or(Level::Allow, |index| self.levels[index])
+    }
+
+    fn index_of(&self, name: &str) -> Option<usize> {
+        self.rules.iter().position(|rule| rule.name == name)
     }
 
     /// Whether every rule is at `allow` (nothing can be reported).
@@ -77,7 +73,7 @@ impl Levels {
         self.levels.iter().all(|level| *level == Level::Allow)
     }
 
-    /// Each rule with its level, in the order of [`RULES`].
+    /// Each rule with its level, in the order of [`RULES`](crate::RULES).
     ///
     /// ```
     /// use gpuscope_lint::{Level, Levels};
@@ -90,31 +86,24 @@ impl Levels {
     /// assert!(denied.contains(&"forget_tensor"));
     /// ```
     pub fn iter(&self) -> impl Iterator<Item = (&'static Rule, Level)> + '_ {
-        RULES.iter().zip(self.levels.iter().copied())
+        self.rules.iter().zip(self.levels.iter().copied())
     }
 }
 
-fn index_of(name: &str) -> Option<usize> {
-    RULES.iter().position(|rule| rule.name == name)
-}
-
-/// The error for a rule name that is not in [`RULES`]. Its message names the known rules and,
-/// when one is close enough to be a typo, suggests it.
+/// The error for a rule name that is not in [`RULES`](crate::RULES). Its message names the
+/// known rules and, when one is close enough to be a typo, suggests it. (`UnknownRule::new`
+/// is beside the registry, in `rules/mod.rs`.)
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownRule {
     name: String,
     suggestion: Option<&'static str>,
+    known: &'static [Rule],
 }
 
 impl UnknownRule {
-    /// The error for `name`, with a suggestion when a known rule is close to it.
-    ///
-    /// ```
-    /// let err = gpuscope_lint::UnknownRule::new("static_escap");
-    /// assert_eq!(err.suggestion(), Some("static_escape"));
-    /// ```
-    pub fn new(name: &str) -> Self {
-        let suggestion = RULES
+    /// The error for `name` among `rules`, with a suggestion when one is close to it.
+    pub(crate) fn among(name: &str, rules: &'static [Rule]) -> Self {
+        let suggestion = rules
             .iter()
             .map(|rule| (strsim::levenshtein(name, rule.name), rule.name))
             .filter(|(distance, rule)| *distance <= (rule.len() / 3).max(2))
@@ -123,6 +112,7 @@ impl UnknownRule {
         UnknownRule {
             name: name.to_owned(),
             suggestion,
+            known: rules,
         }
     }
 
@@ -144,7 +134,7 @@ impl fmt::Display for UnknownRule {
             write!(f, "; did you mean `{suggestion}`?")?;
         }
         f.write_str(" (known rules: ")?;
-        for (i, rule) in RULES.iter().enumerate() {
+        for (i, rule) in self.known.iter().enumerate() {
             if i > 0 {
                 f.write_str(", ")?;
             }
@@ -159,6 +149,7 @@ impl std::error::Error for UnknownRule {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::RULES;
 
     #[test]
     fn defaults_match_rules() {

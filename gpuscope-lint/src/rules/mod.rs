@@ -3,8 +3,8 @@
 //! descriptions, [`CHECKS`] the checks, in the same order. Adding a rule means a new module
 //! here and one entry in each list (a test checks that they agree).
 
-use crate::Rule;
 use crate::check::Check;
+use crate::{Level, Levels, Rule, UnknownRule};
 
 mod backward_in_no_grad;
 mod empty_cache_in_loop;
@@ -61,6 +61,40 @@ pub(crate) const CHECKS: &[&dyn Check] = &[
 /// ```
 pub fn rule(name: &str) -> Option<&'static Rule> {
     RULES.iter().find(|r| r.name == name)
+}
+
+impl Default for Levels {
+    /// Every rule of [`RULES`] at its default level.
+    fn default() -> Self {
+        Levels::of_rules(RULES, None)
+    }
+}
+
+impl Levels {
+    /// Every rule at `level`, whatever its default (for example `Levels::all(Level::Warn)` to
+    /// see everything without failing).
+    ///
+    /// ```
+    /// use gpuscope_lint::{Level, Levels, RULES};
+    ///
+    /// let levels = Levels::all(Level::Warn);
+    /// assert!(RULES.iter().all(|rule| levels.get(rule.name) == Some(Level::Warn)));
+    /// ```
+    pub fn all(level: Level) -> Self {
+        Levels::of_rules(RULES, Some(level))
+    }
+}
+
+impl UnknownRule {
+    /// The error for `name`, with a suggestion when a known rule is close to it.
+    ///
+    /// ```
+    /// let err = gpuscope_lint::UnknownRule::new("static_escap");
+    /// assert_eq!(err.suggestion(), Some("static_escape"));
+    /// ```
+    pub fn new(name: &str) -> Self {
+        UnknownRule::among(name, RULES)
+    }
 }
 
 #[cfg(test)]
