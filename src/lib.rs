@@ -187,14 +187,19 @@ pub use gpuscope_runtime::*;
 ///
 /// - a `deny` finding (`forget_tensor`, `static_escape`, `backward_in_no_grad` by
 ///   default) is a compile error at the offending expression, with the rule's help;
-/// - a `warn` finding (`graph_accumulation`, `missing_zero_grad`, ... by default) is a
-///   compiler warning at the expression, on stable Rust (`warning: use of deprecated
-///   constant `train::gpuscope_graph_accumulation`: <message> help: <help>`), so
-///   `#[allow(deprecated)]` also silences it. The function compiles and behaves the same.
+/// - a `warn` finding (`graph_accumulation`, `missing_zero_grad`, `scope_escape`, ... by
+///   default) is a real compiler warning over the expression, on stable Rust: the
+///   expansion leaves an unused `#[must_use]` value named after the rule there
+///   (`warning: unused `gpuscope_graph_accumulation` in tuple element 0 that must be
+///   used`, then the message and help), so `#[allow(unused_must_use)]` also silences it.
+///   The function compiles and behaves the same.
 ///
-/// `allow(rule, ..)`, `warn(rule, ..)` and `deny(rule, ..)` set levels for the function
-/// (an unknown rule is an error, with a suggestion). On a function with both attributes,
-/// the levels of both apply and the body is linted once.
+/// Both underline the whole offending expression. `allow(rule, ..)`, `warn(rule, ..)` and
+/// `deny(rule, ..)` set levels for the function (an unknown rule is an error, with a
+/// suggestion); [`#[gpuscope::lints::allow(rule, ..)]`](lints) allows rules on any item,
+/// and on a statement inside these functions. On a function with both attributes, the
+/// levels of both apply and the body is linted once. The rules are documented like
+/// clippy's lints on the rules page, `docs/lints.md`.
 ///
 /// ```compile_fail
 /// use gpuscope::{gpu_scope, Device, Tensor};
@@ -314,6 +319,15 @@ pub use gpuscope_macros::no_grad;
 /// A mistake in `#[scope_value(..)]` is one error; the type still implements
 /// `ScopeValue`, so no second error follows where it is used as one.
 pub use gpuscope_macros::ScopeValue;
+
+/// Lint levels in code: `#[gpuscope::lints::allow(rule, ..)]` on a function, `impl`,
+/// trait or module, or on a statement inside a `#[gpu_scope]` / `#[no_grad]` function
+/// (see [`#[gpu_scope]`'s Lints](macro@gpu_scope#lints) and the rules page,
+/// `docs/lints.md`). Not at the crate root, where it would make the built-in `#[allow]`
+/// ambiguous after `use gpuscope::*`.
+pub mod lints {
+    pub use gpuscope_macros::allow;
+}
 
 /// Support for the macros' expansions (the runtime's `private` module): the one path
 /// they name. Not a public API: it changes without notice.

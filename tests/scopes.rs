@@ -375,7 +375,7 @@ fn leak_into_static(dev: &Device) {
     CACHE.get_or_init(Default::default).lock().unwrap().push(t);
 }
 
-#[gpu_scope(name = "leak_captured")]
+#[gpu_scope(name = "leak_captured", allow(scope_escape))]
 fn leak_into_argument(dev: &Device, out: &mut Vec<Tensor>) {
     out.push(Tensor::ones(&[3], dev).unwrap());
 }
@@ -466,7 +466,7 @@ fn forgotten_tensor_is_reported() {
     assert_eq!(leaks[0].get("bytes"), "28");
 }
 
-#[gpu_scope(name = "site_check")]
+#[gpu_scope(name = "site_check", allow(scope_escape))]
 fn site_check(dev: &Device, sink: &mut Vec<Tensor>) {
     sink.push(Tensor::zeros(&[1], dev).unwrap());
 }
@@ -500,7 +500,7 @@ fn outer(dev: &Device, sink: &mut Vec<Tensor>) -> usize {
     sink.len()
 }
 
-#[gpu_scope(name = "inner_leaky")]
+#[gpu_scope(name = "inner_leaky", allow(scope_escape))]
 fn inner_leaky(dev: &Device, sink: &mut Vec<Tensor>) -> Tensor {
     sink.push(Tensor::ones(&[2], dev).unwrap());
     Tensor::zeros(&[1], dev).unwrap()
@@ -535,7 +535,7 @@ fn nested_scopes() {
 // ---------------------------------------------------------------------------------------
 // Threads.
 
-#[gpu_scope(name = "threaded")]
+#[gpu_scope(name = "threaded", allow(scope_escape))]
 fn threaded(dev: &Device, i: usize, sink: &mut Vec<Tensor>) -> Tensor {
     for _ in 0..10 {
         let _tmp = Tensor::zeros(&[64], dev).unwrap();
@@ -598,7 +598,7 @@ fn panic_inside_a_scope() {
     assert_eq!(leaks[0].get("shape"), "[9]");
 }
 
-#[gpu_scope(name = "denier", leaks = "deny")]
+#[gpu_scope(name = "denier", leaks = "deny", allow(scope_escape))]
 fn denier(dev: &Device, sink: &mut Vec<Tensor>) {
     sink.push(Tensor::zeros(&[11], dev).unwrap());
 }
@@ -642,7 +642,7 @@ struct Loader {
 }
 
 impl Loader {
-    #[gpu_scope(name = "load")]
+    #[gpu_scope(name = "load", allow(scope_escape))]
     async fn load(&self, sink: &mut Vec<Tensor>) -> Result<Tensor, TensorError> {
         let a = Tensor::zeros(&[1], &self.dev)?;
         yield_now().await;
@@ -656,7 +656,7 @@ impl Loader {
         Ok(out)
     }
 
-    #[gpu_scope(name = "load_forever")]
+    #[gpu_scope(name = "load_forever", allow(scope_escape))]
     async fn never_finishes(&self, sink: &mut Vec<Tensor>) -> Tensor {
         sink.push(Tensor::zeros(&[3], &self.dev).unwrap());
         std::future::pending::<()>().await;

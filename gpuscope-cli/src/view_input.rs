@@ -254,8 +254,9 @@ pub fn from_trace(trace: &Trace) -> Result<MemorySnapshot, String> {
             }
             TraceOp::RecordStream { id, stream } => {
                 if let Some(buf) = live.get(&id) {
-                    buf.record_stream(streams[stream as usize])
-                        .map_err(|e| format!("operation {} (record_stream of id {id}): {e}", i + 1))?;
+                    buf.record_stream(streams[stream as usize]).map_err(|e| {
+                        format!("operation {} (record_stream of id {id}): {e}", i + 1)
+                    })?;
                 }
             }
         }

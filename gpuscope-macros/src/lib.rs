@@ -115,6 +115,13 @@ pub fn no_grad(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::no_grad(args.into(), item.into()).into()
 }
 
+/// (Defined in `gpuscope-macros`, documented on its re-export
+/// [`gpuscope::lints::allow`](https://docs.rs/gpuscope/latest/gpuscope/lints/index.html).)
+#[proc_macro_attribute]
+pub fn allow(args: TokenStream, item: TokenStream) -> TokenStream {
+    lint::allow(args.into(), item.into()).into()
+}
+
 /// (Defined in `gpuscope-macros`, documented with runnable examples on its re-export
 /// [`gpuscope::ScopeValue`](https://docs.rs/gpuscope/latest/gpuscope/derive.ScopeValue.html).)
 #[proc_macro_derive(ScopeValue, attributes(scope_value))]

@@ -1,9 +1,10 @@
-//! [`Levels`]: the level of every rule, defaults overridden one rule at a time, and
-//! [`UnknownRule`], the error for a rule name that does not exist (with a did-you-mean).
+//! [`Levels`]: the table of every rule's [`Level`], defaults overridden one rule at a time,
+//! and [`UnknownRule`], the error for a rule name that does not exist (with a did-you-mean
+//! from `strsim`).
 
 use std::fmt;
 
-use crate::{Level, RULES, Rule};
+use crate::{Level, Rule};
 
 /// The level of each rule in [`RULES`]: every rule's default, unless [`set`](Levels::set).
 ///
@@ -20,34 +21,23 @@ use crate::{Level, RULES, Rule};
 /// assert!(err.to_string().contains("did you mean `graph_accumulation`?"));
 /// # Ok::<(), gpuscope_lint::UnknownRule>(())
 /// ```
+///
+/// `Default` and [`Levels::all`] are implemented beside the registry (`rules/mod.rs`), so
+/// that this module knows no rule: the arrows run from the rules to their levels.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Levels {
-    levels: [Level; RULES.len()],
-}
-
-impl Default for Levels {
-    fn default() -> Self {
-        let mut levels = [Level::Allow; RULES.len()];
-        for (slot, rule) in levels.iter_mut().zip(RULES) {
-            *slot = rule.default;
-        }
-        Levels { levels }
-    }
+    /// The known rules, in the registry's order.
+    rules: &'static [Rule],
+    /// The level of each, in the same order.
+    levels: Vec<Level>,
 }
 
 impl Levels {
-    /// Every rule at `level`, whatever its default (for example `Levels::all(Level::Warn)` to
-    /// see everything without failing).
-    ///
-    /// ```
-    /// use gpuscope_lint::{Level, Levels, RULES};
-    ///
-    /// let levels = Levels::all(Level::Warn);
-    /// assert!(RULES.iter().all(|rule| levels.get(rule.name) == Some(Level::Warn)));
-    /// ```
-    pub fn all(level: Level) -> Self {
+    /// The levels of `rules`, each at `level` (or its default when `level` is `None`).
+    pub(crate) fn of_rules(rules: &'static [Rule], level: Option<Level>) -> Self {
         Levels {
-            levels: [level; RULES.len()],
+            rules,
+            levels: rules.iter().map(|r| level.unwrap_or(r.default)).collect(),
         }
     }
 
@@ -56,22 +46,34 @@ impl Levels {
     /// # Errors
     /// [`UnknownRule`] when no rule has that name; the levels are unchanged.
     pub fn set(&mut self, rule: &str, level: Level) -> Result<(), UnknownRule> {
-        let index = index_of(rule).ok_or_else(|| UnknownRule::new(rule))?;
+        let index = self
+            .index_of(rule)
+            .ok_or_else(|| UnknownRule::among(rule, self.rules))?;
         self.levels[index] = level;
         Ok(())
     }
 
     /// The level of the rule named `rule`, or `None` when no rule has that name.
     pub fn get(&self, rule: &str) -> Option<Level> {
-        index_of(rule).map(|index| self.levels[index])
+        self.index_of(rule).map(|index| self.levels[index])
     }
 
-    /// The level of a rule from [`RULES`].
+    /// The level of a rule from [`RULES`](crate::RULES).
     pub(crate) fn of(&self, rule: &Rule) -> Level {
-        index_of(rule.name).map_or(Level::Allow, |index| self.levels[index])
+        self.index_of(rule.name)
+            .map_or(Level::Allow, |index| self.levels[index])
     }
 
-    /// Each rule with its level, in the order of [`RULES`].
+    fn index_of(&self, name: &str) -> Option<usize> {
+        self.rules.iter().position(|rule| rule.name == name)
+    }
+
+    /// Whether every rule is at `allow` (nothing can be reported).
+    pub(crate) fn all_allowed(&self) -> bool {
+        self.levels.iter().all(|level| *level == Level::Allow)
+    }
+
+    /// Each rule with its level, in the order of [`RULES`](crate::RULES).
     ///
     /// ```
     /// use gpuscope_lint::{Level, Levels};
@@ -84,33 +86,33 @@ impl Levels {
     /// assert!(denied.contains(&"forget_tensor"));
     /// ```
     pub fn iter(&self) -> impl Iterator<Item = (&'static Rule, Level)> + '_ {
-        RULES.iter().zip(self.levels.iter().copied())
+        self.rules.iter().zip(self.levels.iter().copied())
     }
 }
 
-fn index_of(name: &str) -> Option<usize> {
-    RULES.iter().position(|rule| rule.name == name)
-}
-
-/// The error for a rule name that is not in [`RULES`]. Its message names the known rules and,
-/// when one is close enough to be a typo, suggests it.
+/// The error for a rule name that is not in [`RULES`](crate::RULES). Its message names the
+/// known rules and, when one is close enough to be a typo, suggests it. (`UnknownRule::new`
+/// is beside the registry, in `rules/mod.rs`.)
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnknownRule {
     name: String,
     suggestion: Option<&'static str>,
+    known: &'static [Rule],
 }
 
 impl UnknownRule {
-    fn new(name: &str) -> Self {
-        let suggestion = RULES
+    /// The error for `name` among `rules`, with a suggestion when one is close to it.
+    pub(crate) fn among(name: &str, rules: &'static [Rule]) -> Self {
+        let suggestion = rules
             .iter()
-            .map(|rule| (edit_distance(name, rule.name), rule.name))
+            .map(|rule| (strsim::levenshtein(name, rule.name), rule.name))
             .filter(|(distance, rule)| *distance <= (rule.len() / 3).max(2))
             .min_by_key(|(distance, _)| *distance)
             .map(|(_, rule)| rule);
         UnknownRule {
             name: name.to_owned(),
             suggestion,
+            known: rules,
         }
     }
 
@@ -132,7 +134,7 @@ impl fmt::Display for UnknownRule {
             write!(f, "; did you mean `{suggestion}`?")?;
         }
         f.write_str(" (known rules: ")?;
-        for (i, rule) in RULES.iter().enumerate() {
+        for (i, rule) in self.known.iter().enumerate() {
             if i > 0 {
                 f.write_str(", ")?;
             }
@@ -144,25 +146,10 @@ impl fmt::Display for UnknownRule {
 
 impl std::error::Error for UnknownRule {}
 
-/// Levenshtein distance over characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    let mut current = vec![0; b.len() + 1];
-    for (i, ca) in a.chars().enumerate() {
-        current[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitution = previous[j] + usize::from(ca != *cb);
-            current[j + 1] = substitution.min(previous[j + 1] + 1).min(current[j] + 1);
-        }
-        std::mem::swap(&mut previous, &mut current);
-    }
-    previous[b.len()]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::RULES;
 
     #[test]
     fn defaults_match_rules() {
@@ -210,12 +197,5 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.suggestion(), None);
         assert!(!err.to_string().contains("did you mean"));
-    }
-
-    #[test]
-    fn edit_distance_basics() {
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(edit_distance("same", "same"), 0);
     }
 }
