@@ -81,6 +81,20 @@ pub fn parse_level_list(
     if content.is_empty() {
         return Err(meta.error(format!("`{key}()` names no rule")));
     }
+    // A quoted rule name gets its own answer (syn's would be "unexpected literal").
+    while !content.is_empty() {
+        if content.peek(syn::LitStr) {
+            let lit: syn::LitStr = content.parse()?;
+            return Err(syn::Error::new(
+                lit.span(),
+                format!(
+                    "rule names are written without quotes: `{key}({})`",
+                    lit.value()
+                ),
+            ));
+        }
+        content.parse::<proc_macro2::TokenTree>()?;
+    }
     let mut out = Vec::new();
     meta.parse_nested_meta(|item| {
         let Some(ident) = item.path.get_ident() else {
