@@ -4,7 +4,8 @@ use std::panic::Location;
 
 use crate::grad::GradModeGuard;
 use crate::scope::keep;
-use crate::tensor::ops::{AdamWStep, adamw_, full_like};
+use crate::tensor::compute::full_like;
+use crate::tensor::compute::optim::{AdamWStep, adamw_};
 use crate::tensor::{Tensor, TensorError};
 
 use super::Optimizer;

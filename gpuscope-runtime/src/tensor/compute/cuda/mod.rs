@@ -1,4 +1,4 @@
-//! CUDA launches: the kernels of [`crate::tensor::kernels`] and cuBLAS, each on the stream of
+//! CUDA launches: the kernels of [`crate::kernels`] and cuBLAS, each on the stream of
 //! the tensor it writes, every result checked and returned as a [`TensorError`].
 //!
 //! Pointers go to kernels as 64-bit integers (the `CUdeviceptr` values, the storage
@@ -14,7 +14,7 @@ use cudarc::driver::{CudaStream, DeviceRepr, LaunchArgs, LaunchConfig, PushKerne
 
 use crate::backend::BackendError;
 use crate::backend::cuda::CudaBackend;
-use crate::tensor::kernels::{Kernels, blas_for, kernels_for};
+use crate::kernels::{Kernels, blas_for, kernels_for};
 
 use super::broadcast::Broadcast;
 use super::elementwise::{BinaryOp, UnaryOp};
@@ -491,9 +491,9 @@ pub(crate) fn adamw(
     g: &Tensor,
     m: &Tensor,
     v: &Tensor,
-    h: super::AdamWStep,
+    h: super::optim::AdamWStep,
 ) -> Result<(), TensorError> {
-    let super::AdamWStep {
+    let super::optim::AdamWStep {
         lr,
         beta1,
         beta2,

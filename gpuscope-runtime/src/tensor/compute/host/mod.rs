@@ -626,9 +626,9 @@ pub(crate) unsafe fn adamw(
     g: &Tensor,
     m: &Tensor,
     v: &Tensor,
-    h: super::AdamWStep,
+    h: super::optim::AdamWStep,
 ) -> Result<(), TensorError> {
-    let super::AdamWStep {
+    let super::optim::AdamWStep {
         lr,
         beta1,
         beta2,
