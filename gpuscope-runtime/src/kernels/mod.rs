@@ -7,6 +7,13 @@
 //!   `nll_backward`) check their targets and report one out of range in the device's
 //!   error record (`gs_error_record`, defined once behind an include guard; see
 //!   `backend::cuda`) instead of reading out of bounds.
+//! - `nn.cu`: the transformer kernels, instantiated like `ops.cu`: layer norm (one
+//!   kernel forward, one for `dx`, one for the partial sums of `dw` and `db`), column
+//!   sums in two deterministic stages (bias gradients), bias + exact GELU and its
+//!   backward step, embedding lookup (an index out of range is reported in the error
+//!   record) and its scatter-add, the causal softmax with its scale and its backward
+//!   step (the masked half is never read), the split and merge of attention heads, and
+//!   AdamW over up to 24 tensors in one launch (their pointers passed by value).
 //! - `copy.cu`: the strided copy between any two layouts of a shape (views), for every
 //!   dtype by element size (`strided_copy_u8`, `_u16`, `_u32`, `_u64`); included once.
 //! - [`Kernels`]: a device's loaded module and its functions, looked up by name and
@@ -25,6 +32,11 @@ pub use cache::{Kernels, blas_for, kernels_for};
 /// The kernels' CUDA C text, over `$T` (element type) and `$S` (suffix).
 pub const OPS_SOURCE: &str = include_str!("ops.cu");
 
+/// The transformer kernels' CUDA C text (layer norm, embedding, bias and GELU, the
+/// causal softmax, attention heads, column sums, AdamW over many tensors), over `$T` and
+/// `$S` like [`OPS_SOURCE`].
+pub const NN_SOURCE: &str = include_str!("nn.cu");
+
 /// The strided copy kernels' CUDA C text (not per element type).
 pub const COPY_SOURCE: &str = include_str!("copy.cu");
 
@@ -38,7 +50,9 @@ pub fn source() -> String {
              __device__ __forceinline__ {t} gs_log_{suffix}({t} x) {{ return log{f}(x); }}\n\
              __device__ __forceinline__ {t} gs_tanh_{suffix}({t} x) {{ return tanh{f}(x); }}\n\
              __device__ __forceinline__ {t} gs_sqrt_{suffix}({t} x) {{ return sqrt{f}(x); }}\n\
-             __device__ __forceinline__ {t} gs_nan_{suffix}() {{ return ({t})__longlong_as_double(0x7ff8000000000000LL); }}\n"
+             __device__ __forceinline__ {t} gs_erf_{suffix}({t} x) {{ return erf{f}(x); }}\n\
+             __device__ __forceinline__ {t} gs_nan_{suffix}() {{ return ({t})__longlong_as_double(0x7ff8000000000000LL); }}\n\
+             __device__ __forceinline__ {t} gs_inf_{suffix}() {{ return ({t})__longlong_as_double(0x7ff0000000000000LL); }}\n"
         ));
         let body = OPS_SOURCE.replace("$T", t).replace("$S", suffix);
         // The block-size macro is defined once.
@@ -48,6 +62,7 @@ pub fn source() -> String {
             body.replace("#define GS_BLOCK 256\n", "")
         };
         s.push_str(&body);
+        s.push_str(&NN_SOURCE.replace("$T", t).replace("$S", suffix));
     }
     s.push_str(COPY_SOURCE);
     s
@@ -72,5 +87,36 @@ mod tests {
         // The error record is defined in both instantiations' text, compiled once.
         assert_eq!(s.matches("#ifndef GS_ERROR_RECORD").count(), 2);
         assert!(s.contains("void nll_rows_f32(") && s.contains("gs_error_record* err"));
+        for k in ["layer_norm", "causal_softmax", "embedding", "heads", "adamw_many"] {
+            assert!(s.contains(&format!("void {k}_f32(")), "{k}");
+            assert!(s.contains(&format!("void {k}_f64(")), "{k}");
+        }
+        // Shared definitions behind include guards, in both instantiations' text.
+        assert_eq!(s.matches("#ifndef GS_ADAM_LIST").count(), 2);
+    }
+}
+
+/// The kernels compile wherever NVRTC is installed (no GPU needed); skipped elsewhere.
+#[cfg(all(test, feature = "cuda"))]
+mod nvrtc_tests {
+    #[test]
+    fn the_source_compiles_with_nvrtc() {
+        // SAFETY: only tries to open the library by name.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            println!("skipped: the NVRTC library (libnvrtc) is not installed");
+            return;
+        }
+        let options = cudarc::nvrtc::CompileOptions {
+            name: Some("gpuscope_ops.cu".into()),
+            ..Default::default()
+        };
+        if let Err(e) = cudarc::nvrtc::compile_ptx_with_opts(super::source(), options) {
+            match e {
+                cudarc::nvrtc::CompileError::CompileError { log, .. } => {
+                    panic!("the kernels do not compile:\n{}", log.to_string_lossy())
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 }

@@ -166,10 +166,18 @@ pub(crate) unsafe fn binary(
         if total == 0 {
             return Ok(());
         }
+        // `expand` (Right) never reads `a`: it may be the uninitialised output itself.
+        let read_a = op != BinaryOp::Right;
+        let at = |p: *const T, i: usize| if read_a {
+            // SAFETY: the caller keeps every offset of the plan inside `a`.
+            unsafe { *p.add(i) }
+        } else {
+            T::ZERO
+        };
         if plan.is_elementwise() {
             for i in 0..total {
                 // SAFETY: i < numel of all three (same shape).
-                unsafe { *o.add(i) = apply::<T>(op, *pa.add(i), *pb.add(i)) };
+                unsafe { *o.add(i) = apply::<T>(op, at(pa, i), *pb.add(i)) };
             }
             return Ok(());
         }
@@ -182,7 +190,7 @@ pub(crate) unsafe fn binary(
         while written < total {
             for j in 0..inner {
                 // SAFETY: the plan keeps every offset inside its operand.
-                unsafe { *o.add(written + j) = apply::<T>(op, *pa.add(offa + j * ia), *pb.add(offb + j * ib)) };
+                unsafe { *o.add(written + j) = apply::<T>(op, at(pa, offa + j * ia), *pb.add(offb + j * ib)) };
             }
             written += inner;
             // Advance the outer dimensions like an odometer.
@@ -219,8 +227,9 @@ pub(crate) unsafe fn scalar(
         let (o, pa) = (out.addr().0 as *mut T, a.addr().0 as *const T);
         let s = T::of(s);
         for i in 0..out.numel() {
-            // SAFETY: same length; element-for-element aliasing only.
-            unsafe { *o.add(i) = apply::<T>(op, *pa.add(i), s) };
+            // SAFETY: same length; element-for-element aliasing only. A fill never reads
+            // `a` (it may be the uninitialised output).
+            unsafe { *o.add(i) = if op == BinaryOp::Right { s } else { apply::<T>(op, *pa.add(i), s) } };
         }
         Ok(())
     })
