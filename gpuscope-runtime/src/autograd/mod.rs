@@ -57,6 +57,13 @@
 //! assert!(x.grad().is_none()); // x does not require grad
 //! ```
 //!
+//! Where things live: `engine` (the backward pass), `checkpoint` ([`checkpoint`]:
+//! activation checkpointing, a function run again during `backward()` instead of
+//! keeping its activations), `hook` ([`on_backward`]: a callback with the gradient at a
+//! point of the backward pass). The tensor core holds a node behind its `GradFn` trait
+//! (`tensor::autograd_meta`); the engine adds gradients through `tensor::compute`'s
+//! kernels, which record nothing.
+//!
 //! A saved tensor changed before `backward()`:
 //!
 //! ```
@@ -70,7 +77,12 @@
 //! assert!(err.contains("`mul`") && err.contains("version 1"), "{err}");
 //! ```
 
+mod checkpoint;
 mod engine;
+mod hook;
+
+pub use checkpoint::checkpoint;
+pub use hook::on_backward;
 
 use std::sync::{Arc, Mutex};
 

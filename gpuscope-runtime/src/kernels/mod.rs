@@ -87,7 +87,13 @@ mod tests {
         // The error record is defined in both instantiations' text, compiled once.
         assert_eq!(s.matches("#ifndef GS_ERROR_RECORD").count(), 2);
         assert!(s.contains("void nll_rows_f32(") && s.contains("gs_error_record* err"));
-        for k in ["layer_norm", "causal_softmax", "embedding", "heads", "adamw_many"] {
+        for k in [
+            "layer_norm",
+            "causal_softmax",
+            "embedding",
+            "heads",
+            "adamw_many",
+        ] {
             assert!(s.contains(&format!("void {k}_f32(")), "{k}");
             assert!(s.contains(&format!("void {k}_f64(")), "{k}");
         }

@@ -77,7 +77,7 @@ __device__ __forceinline__ $T gs_gelu_inner_$S($T x) {
     return ($T)0.7978845608028654 * (x + ($T)0.044715 * x * x * x);
 }
 
-// out = op(a): 0 neg, 1 relu, 2 gelu (tanh), 3 exp, 4 log, 5 sqrt
+// out = op(a): 0 neg, 1 relu, 2 gelu (tanh), 3 exp, 4 log, 5 sqrt, 6 gelu (erf)
 extern "C" __global__ void unary_$S(int op, unsigned long long n, $T* out, const $T* a) {
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x) {
@@ -89,13 +89,15 @@ extern "C" __global__ void unary_$S(int op, unsigned long long n, $T* out, const
             case 2: y = ($T)0.5 * x * (($T)1 + gs_tanh_$S(gs_gelu_inner_$S(x))); break;
             case 3: y = gs_exp_$S(x); break;
             case 4: y = gs_log_$S(x); break;
+            case 6: y = ($T)0.5 * x * (($T)1 + gs_erf_$S(x * ($T)0.70710678118654752440)); break;
             default: y = gs_sqrt_$S(x); break;
         }
         out[i] = y;
     }
 }
 
-// out = g * op'(x), x being the operation's input: 0 neg, 1 relu, 2 gelu, 3 exp, 4 log, 5 sqrt
+// out = g * op'(x), x being the operation's input: 0 neg, 1 relu, 2 gelu, 3 exp, 4 log, 5 sqrt,
+// 6 gelu (erf)
 extern "C" __global__ void unary_backward_$S(int op, unsigned long long n, $T* out, const $T* g, const $T* xs) {
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x) {
@@ -112,6 +114,11 @@ extern "C" __global__ void unary_backward_$S(int op, unsigned long long n, $T* o
             }
             case 3: d = gs_exp_$S(x); break;
             case 4: d = ($T)1 / x; break;
+            case 6: {
+                $T cdf = ($T)0.5 * (($T)1 + gs_erf_$S(x * ($T)0.70710678118654752440));
+                d = cdf + x * gs_exp_$S(($T)-0.5 * x * x) * ($T)0.39894228040143267794;
+                break;
+            }
             default: d = ($T)0.5 / gs_sqrt_$S(x); break;
         }
         out[i] = g[i] * d;

@@ -8,6 +8,7 @@ use crate::autograd::{record_saving, should_record};
 use crate::tensor::compute::elementwise::{
     binary_raw, launch_scalar, scalar_raw, unary_backward_raw, unary_raw,
 };
+use crate::tensor::compute::nn::{bias_gelu_backward_raw, bias_gelu_raw, col_sum_raw};
 use crate::tensor::compute::{BinaryOp, Site, UnaryOp};
 use crate::tensor::{Tensor, TensorError};
 
@@ -45,6 +46,26 @@ fn unary_at(op: UnaryOp, a: &Tensor, site: Site) -> Result<Tensor, TensorError> 
     ))
 }
 
+fn bias_gelu_at(x: &Tensor, b: &Tensor, site: Site) -> Result<Tensor, TensorError> {
+    let out = bias_gelu_raw(x, b, site)?;
+    if !should_record(&[x, b]) {
+        return Ok(out);
+    }
+    let (xs, bs) = (x.detach(), b.detach());
+    Ok(record_saving(
+        out,
+        "bias_gelu",
+        &[x, b],
+        [xs.clone(), bs.clone()],
+        site,
+        move |g, needs, site| {
+            let dz = bias_gelu_backward_raw(g, &xs, &bs, site)?;
+            let db = needs[1].then(|| col_sum_raw(&dz, site)).transpose()?;
+            Ok(vec![needs[0].then_some(dz), db])
+        },
+    ))
+}
+
 impl Tensor {
     /// `-self`.
     #[track_caller]
@@ -70,6 +91,39 @@ impl Tensor {
     #[track_caller]
     pub fn gelu(&self) -> Result<Tensor, TensorError> {
         unary_at(UnaryOp::Gelu, self, Location::caller())
+    }
+
+    /// GELU, exact: `x·Φ(x) = 0.5·x·(1 + erf(x/√2))` (PyTorch's `F.gelu` default;
+    /// [`gelu`](Tensor::gelu) is the tanh approximation).
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let t = Tensor::from_slice(&[0.0f64, 1.0, -1.0], &[3], &Device::host().unwrap()).unwrap();
+    /// let y = t.gelu_erf().unwrap().to_vec::<f64>().unwrap();
+    /// assert_eq!(y[0], 0.0);
+    /// assert!((y[1] - 0.841_344_746).abs() < 1e-8 && (y[2] + 0.158_655_254).abs() < 1e-8);
+    /// ```
+    #[track_caller]
+    pub fn gelu_erf(&self) -> Result<Tensor, TensorError> {
+        unary_at(UnaryOp::GeluErf, self, Location::caller())
+    }
+
+    /// `gelu_erf(self + bias)`, the bias (a vector of the last dimension's size) added in
+    /// the same pass: what a linear layer's output goes through in a transformer's MLP.
+    /// Saves its input and the bias for the backward step (not the sum).
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let dev = Device::host().unwrap();
+    /// let x = Tensor::from_slice(&[0.5f64, -1.0, 2.0, 0.0], &[2, 2], &dev).unwrap();
+    /// let b = Tensor::from_slice(&[0.5f64, 1.0], &[2], &dev).unwrap();
+    /// let fused = x.bias_gelu(&b).unwrap().to_vec::<f64>().unwrap();
+    /// let plain = x.add(&b).unwrap().gelu_erf().unwrap().to_vec::<f64>().unwrap();
+    /// assert_eq!(fused, plain);
+    /// ```
+    #[track_caller]
+    pub fn bias_gelu(&self, bias: &Tensor) -> Result<Tensor, TensorError> {
+        bias_gelu_at(self, bias, Location::caller())
     }
 
     /// `e^self`.

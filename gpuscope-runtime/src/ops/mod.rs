@@ -75,8 +75,11 @@
 
 mod activation;
 mod arithmetic;
+mod attention;
+mod embedding;
 mod in_place;
 mod loss;
 mod matmul;
+mod norm;
 mod reduce;
 mod shape;

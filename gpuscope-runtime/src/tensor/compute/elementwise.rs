@@ -54,7 +54,10 @@ impl BinaryOp {
 pub(crate) enum UnaryOp {
     Neg,
     Relu,
+    /// GELU, tanh approximation.
     Gelu,
+    /// GELU, exact (`erf`): PyTorch's default.
+    GeluErf,
     Exp,
     Log,
     Sqrt,
@@ -71,6 +74,7 @@ impl UnaryOp {
             UnaryOp::Exp => 3,
             UnaryOp::Log => 4,
             UnaryOp::Sqrt => 5,
+            UnaryOp::GeluErf => 6,
         }
     }
 
@@ -82,6 +86,7 @@ impl UnaryOp {
             UnaryOp::Exp => "exp",
             UnaryOp::Log => "log",
             UnaryOp::Sqrt => "sqrt",
+            UnaryOp::GeluErf => "gelu_erf",
         }
     }
 }

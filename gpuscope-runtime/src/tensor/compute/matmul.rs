@@ -137,6 +137,94 @@ fn blas_operand(t: &Tensor, t_flag: bool, site: Site) -> Result<BlasOperand, Ten
     })
 }
 
+/// The sizes `[batch, m, k, n]` of `op(a) @ op(b)` over the leading dimensions of 3-D
+/// or higher tensors (equal leading dimensions, no broadcasting).
+fn bmm_dims(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<[usize; 4], TensorError> {
+    let mismatch = |reason: String| TensorError::ShapeMismatch {
+        op: "bmm",
+        lhs: a.shape().to_vec(),
+        rhs: b.shape().to_vec(),
+        reason,
+    };
+    if a.ndim() < 3 || a.ndim() != b.ndim() {
+        return Err(mismatch(
+            "bmm takes two tensors of matrices [.., rows, cols] with the same leading \
+             dimensions (at least 3-D; use matmul for 2-D)"
+                .into(),
+        ));
+    }
+    let nd = a.ndim();
+    if a.shape()[..nd - 2] != b.shape()[..nd - 2] {
+        return Err(mismatch("the leading (batch) dimensions differ".into()));
+    }
+    let batch: usize = a.shape()[..nd - 2].iter().product();
+    let (ar, ac) = (a.shape()[nd - 2], a.shape()[nd - 1]);
+    let (br, bc) = (b.shape()[nd - 2], b.shape()[nd - 1]);
+    let (m, k) = if ta { (ac, ar) } else { (ar, ac) };
+    let (k2, n) = if tb { (bc, br) } else { (br, bc) };
+    if k != k2 {
+        return Err(mismatch(format!(
+            "inner dimensions differ ({k} against {k2})"
+        )));
+    }
+    Ok([batch, m, k, n])
+}
+
+/// `alpha · op(a) @ op(b)` for each matrix of `a` and `b` (`[.., m, k]` or, when `ta`,
+/// `[.., k, m]`; likewise `b`), nothing recorded: `[.., m, n]`. On CUDA one
+/// strided-batched cuBLAS call; views are gathered first.
+pub(crate) fn bmm_raw(
+    a: &Tensor,
+    b: &Tensor,
+    ta: bool,
+    tb: bool,
+    alpha: f64,
+    site: Site,
+) -> Result<Tensor, TensorError> {
+    check_pair("bmm", a, b)?;
+    let dims = bmm_dims(a, b, ta, tb)?;
+    let mut shape = a.shape()[..a.ndim() - 2].to_vec();
+    shape.extend([dims[1], dims[3]]);
+    let out = alloc_like(&shape, a.dtype(), a, site)?;
+    bmm_into(&out, a, b, ta, tb, alpha, site)?;
+    Ok(out)
+}
+
+/// [`bmm_raw`] into `out`, a contiguous tensor of the product's shape (a fresh tensor,
+/// or a slice of one: its version is left alone).
+pub(crate) fn bmm_into(
+    out: &Tensor,
+    a: &Tensor,
+    b: &Tensor,
+    ta: bool,
+    tb: bool,
+    alpha: f64,
+    site: Site,
+) -> Result<(), TensorError> {
+    check_pair("bmm", a, b)?;
+    check_pair("bmm", out, a)?;
+    let dims = bmm_dims(a, b, ta, tb)?;
+    let [batch, m, _, n] = dims;
+    if out.numel() != batch * m * n || !out.is_contiguous() {
+        return Err(TensorError::ShapeMismatch {
+            op: "bmm",
+            lhs: out.shape().to_vec(),
+            rhs: vec![batch, m, n],
+            reason: "the output must be a contiguous tensor of the product's shape".into(),
+        });
+    }
+    let (a, b) = (
+        super::strided::contiguous_raw(a, site)?,
+        super::strided::contiguous_raw(b, site)?,
+    );
+    match exec_of("bmm", &a)? {
+        // SAFETY: contiguous host tensors of `batch` matrices of the sizes checked above.
+        Exec::Host => unsafe { host::nn::bmm(out, &a, &b, (ta, tb), dims, alpha) },
+        #[cfg(feature = "cuda")]
+        Exec::Cuda => super::cuda::bmm(out, &a, &b, (ta, tb), dims, alpha),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::blas_layout;

@@ -32,7 +32,7 @@ pub(crate) mod host;
 pub(crate) mod layout;
 pub(crate) mod loss;
 pub(crate) mod matmul;
-// pub(crate) mod nn;
+pub(crate) mod nn;
 pub(crate) mod optim;
 pub(crate) mod reduce;
 pub(crate) mod strided;

@@ -68,3 +68,46 @@ pub(crate) fn adamw_(
     v.increment_version();
     Ok(())
 }
+
+/// One AdamW update of every `[p, g, m, v]` in `group`, fused where it can be: on CUDA,
+/// parameters that are contiguous, of one dtype and stream, with gradients that share
+/// no memory with what the step writes, go [`ADAM_TENSORS`](super::cuda::ADAM_TENSORS)
+/// at a time to one launch; anything else (the host, views, overlapping gradients) goes
+/// through [`adamw_`] one by one. Counts one write in the version of each `p`, `m`, `v`.
+pub(crate) fn adamw_all_(group: &[[&Tensor; 4]], h: AdamWStep) -> Result<(), TensorError> {
+    let mut fused: Vec<[&Tensor; 4]> = Vec::new();
+    for &[p, g, m, v] in group {
+        let fusable = matches!(exec_of("adamw", p), Ok(e) if e != Exec::Host)
+            && [g, m, v].iter().all(|t| {
+                t.device() == p.device()
+                    && t.dtype() == p.dtype()
+                    && t.stream() == p.stream()
+                    && t.shape() == p.shape()
+                    && t.is_contiguous()
+            })
+            && p.is_contiguous()
+            && !(overlaps(p, g) || overlaps(m, g) || overlaps(v, g))
+            && fused.first().is_none_or(|f| {
+                f[0].dtype() == p.dtype()
+                    && f[0].stream() == p.stream()
+                    && f[0].device() == p.device()
+            });
+        if fusable {
+            fused.push([p, g, m, v]);
+        } else {
+            adamw_(p, g, m, v, h)?;
+        }
+    }
+    #[cfg(feature = "cuda")]
+    for chunk in fused.chunks(super::cuda::ADAM_TENSORS) {
+        super::cuda::adamw_many(chunk, h)?;
+        for [p, _, m, v] in chunk {
+            p.increment_version();
+            m.increment_version();
+            v.increment_version();
+        }
+    }
+    #[cfg(not(feature = "cuda"))]
+    debug_assert!(fused.is_empty());
+    Ok(())
+}

@@ -6,19 +6,16 @@
 //! dtypes and devices, and pass contiguous tensors except where a launch takes strides
 //! (`binary`'s operands, `matmul`'s, `strided_copy`).
 
-use std::os::raw::c_int;
 use std::sync::Arc;
 
-use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg};
 
 use crate::backend::BackendError;
 use crate::backend::cuda::CudaBackend;
-use crate::kernels::{Kernels, blas_for, kernels_for};
+use crate::kernels::{Kernels, kernels_for};
 
 use super::broadcast::Broadcast;
 use super::elementwise::{BinaryOp, UnaryOp};
-use super::matmul::BlasOperand;
 use super::strided::CopyPlan;
 use super::{DType, Site, Tensor, TensorError, alloc_like};
 
@@ -525,123 +522,8 @@ pub(crate) fn adamw(
     })
 }
 
-fn gemm_dim(v: usize) -> Result<c_int, TensorError> {
-    c_int::try_from(v).map_err(|_| {
-        TensorError::Unsupported(format!(
-            "matmul dimension {v} exceeds cuBLAS's 32-bit sizes"
-        ))
-    })
-}
+mod blas;
+mod nn;
 
-/// `c = op(A) @ op(B)` through cuBLAS on `c`'s stream, `op(A)` being `m×k` and `op(B)`
-/// `k×n`; each operand is a row-major matrix with its leading dimension, transposed or
-/// not (a transposed view arrives as its storage with the flag flipped). cuBLAS is
-/// column-major: a row-major `[r, c]` array with leading dimension `ld` is its `c×r`
-/// transpose with the same `ld`, so `Cᵀ = op(B)ᵀ op(A)ᵀ` is computed with the operands
-/// swapped.
-pub(crate) fn matmul(
-    c: &Tensor,
-    a: &BlasOperand,
-    b: &BlasOperand,
-    m: usize,
-    k: usize,
-    n: usize,
-) -> Result<(), TensorError> {
-    debug_assert!(c.is_contiguous());
-    let (ta, tb) = (a.transposed, b.transposed);
-    if k == 0 {
-        // An empty sum: zeros (cuBLAS would leave C untouched).
-        // SAFETY: `c`'s own storage, on its stream.
-        unsafe {
-            c.device()
-                .backend()
-                .memset(c.addr(), 0, c.nbytes(), c.stream())?
-        };
-        return Ok(());
-    }
-    let backend = c.device().backend();
-    let cuda = backend
-        .as_any()
-        .downcast_ref::<CudaBackend>()
-        .ok_or_else(|| {
-            TensorError::Unsupported("cuBLAS matmul of a tensor that is not on CUDA".into())
-        })?;
-    let stream = cuda.cuda_stream(c.stream())?;
-    let blas = blas_for(&stream, c.stream().0)?;
-    cuda.context()
-        .bind_to_thread()
-        .map_err(|e| BackendError::Driver {
-            call: "cuCtxSetCurrent",
-            message: format!("{e:?}"),
-        })?;
-    let op = |t: bool| {
-        if t {
-            cublasOperation_t::CUBLAS_OP_T
-        } else {
-            cublasOperation_t::CUBLAS_OP_N
-        }
-    };
-    let (mm, nn, kk) = (gemm_dim(m)?, gemm_dim(n)?, gemm_dim(k)?);
-    let (lda, ldb) = (gemm_dim(a.ld)?, gemm_dim(b.ld)?);
-    let handle = *blas.handle();
-    let fail = |e: cudarc::cublas::result::CublasError| BackendError::Driver {
-        call: "cublasGemm",
-        message: format!(
-            "{e:?} (m={m}, k={k}, n={n}, transposed: {ta}, {tb}, ld: {}, {})",
-            a.ld, b.ld
-        ),
-    };
-    // SAFETY: the pointers are live tensors holding op(A) m×k, op(B) k×n (row-major with
-    // their leading dimensions, every element inside the tensor) and C m×n of the dtype
-    // matched below; the handle's stream is `c`'s.
-    unsafe {
-        match c.dtype() {
-            DType::F32 => {
-                let (alpha, beta) = (1.0f32, 0.0f32);
-                cudarc::cublas::result::sgemm(
-                    handle,
-                    op(tb),
-                    op(ta),
-                    nn,
-                    mm,
-                    kk,
-                    &alpha,
-                    ptr(&b.tensor) as *const f32,
-                    ldb,
-                    ptr(&a.tensor) as *const f32,
-                    lda,
-                    &beta,
-                    ptr(c) as *mut f32,
-                    nn,
-                )
-                .map_err(fail)?
-            }
-            DType::F64 => {
-                let (alpha, beta) = (1.0f64, 0.0f64);
-                cudarc::cublas::result::dgemm(
-                    handle,
-                    op(tb),
-                    op(ta),
-                    nn,
-                    mm,
-                    kk,
-                    &alpha,
-                    ptr(&b.tensor) as *const f64,
-                    ldb,
-                    ptr(&a.tensor) as *const f64,
-                    lda,
-                    &beta,
-                    ptr(c) as *mut f64,
-                    nn,
-                )
-                .map_err(fail)?
-            }
-            other => {
-                return Err(TensorError::Unsupported(format!(
-                    "cuBLAS matmul takes f32 or f64, not {other}"
-                )));
-            }
-        }
-    }
-    Ok(())
-}
+pub(crate) use blas::{bmm, matmul};
+pub(crate) use nn::*;

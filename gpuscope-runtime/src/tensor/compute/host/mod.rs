@@ -30,7 +30,9 @@ pub(crate) trait Float:
     const ONE: Self;
     fn of(v: f64) -> Self;
     fn tanh(self) -> Self;
-    /// `c = alpha * op(a) @ op(b) + beta * c` with row and column strides.
+    fn erf(self) -> Self;
+    fn exp(self) -> Self;
+    /// `c = alpha * op(a) @ op(b)` with row and column strides.
     ///
     /// # Safety
     /// The pointers and strides describe valid `m×k`, `k×n` and `m×n` matrices.
@@ -39,6 +41,7 @@ pub(crate) trait Float:
         m: usize,
         k: usize,
         n: usize,
+        alpha: Self,
         a: *const Self,
         rsa: isize,
         csa: isize,
@@ -52,7 +55,7 @@ pub(crate) trait Float:
 }
 
 macro_rules! float {
-    ($t:ty, $gemm:path) => {
+    ($t:ty, $gemm:path, $erf:path) => {
         impl Float for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -64,10 +67,19 @@ macro_rules! float {
             fn tanh(self) -> Self {
                 <$t>::tanh(self)
             }
+            #[inline]
+            fn erf(self) -> Self {
+                $erf(self)
+            }
+            #[inline]
+            fn exp(self) -> Self {
+                <$t>::exp(self)
+            }
             unsafe fn gemm(
                 m: usize,
                 k: usize,
                 n: usize,
+                alpha: Self,
                 a: *const Self,
                 rsa: isize,
                 csa: isize,
@@ -79,13 +91,13 @@ macro_rules! float {
                 csc: isize,
             ) {
                 // SAFETY: the caller's promise.
-                unsafe { $gemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
+                unsafe { $gemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
             }
         }
     };
 }
-float!(f32, matrixmultiply::sgemm);
-float!(f64, matrixmultiply::dgemm);
+float!(f32, matrixmultiply::sgemm, libm::erff);
+float!(f64, matrixmultiply::dgemm, libm::erf);
 
 /// The elements of a host tensor.
 ///
@@ -260,6 +272,24 @@ fn gelu<T: Float>(x: T) -> T {
     T::of(0.5) * x * (T::ONE + inner.tanh())
 }
 
+/// `1/√2` and `1/√(2π)`.
+const FRAC_1_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
+const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
+
+/// Exact GELU: `x·Φ(x)`.
+#[inline]
+pub(crate) fn gelu_erf<T: Float>(x: T) -> T {
+    T::of(0.5) * x * (T::ONE + (x * T::of(FRAC_1_SQRT_2)).erf())
+}
+
+/// `d/dx x·Φ(x) = Φ(x) + x·φ(x)`.
+#[inline]
+pub(crate) fn gelu_erf_grad<T: Float>(x: T) -> T {
+    let cdf = T::of(0.5) * (T::ONE + (x * T::of(FRAC_1_SQRT_2)).erf());
+    let pdf = (T::of(-0.5) * x * x).exp() * T::of(FRAC_1_SQRT_2PI);
+    cdf + x * pdf
+}
+
 #[inline]
 fn gelu_grad<T: Float>(x: T) -> T {
     let inner = T::of(SQRT_2_OVER_PI) * (x + T::of(GELU_C) * x * x * x);
@@ -281,6 +311,7 @@ pub(crate) unsafe fn unary(op: UnaryOp, out: &Tensor, a: &Tensor) -> Result<(), 
                 UnaryOp::Neg => -x,
                 UnaryOp::Relu => if x > T::ZERO { x } else { T::ZERO },
                 UnaryOp::Gelu => gelu(x),
+                UnaryOp::GeluErf => gelu_erf(x),
                 UnaryOp::Exp => x.exp(),
                 UnaryOp::Log => x.ln(),
                 UnaryOp::Sqrt => x.sqrt(),
@@ -307,6 +338,7 @@ pub(crate) unsafe fn unary_backward(
             *o = match op {
                 UnaryOp::Relu => if x > T::ZERO { g } else { T::ZERO },
                 UnaryOp::Gelu => g * gelu_grad(x),
+                UnaryOp::GeluErf => g * gelu_erf_grad(x),
                 UnaryOp::Log => g / x,
                 UnaryOp::Sqrt => g / (T::of(2.0) * x.sqrt()),
                 UnaryOp::Neg => -g,
@@ -550,6 +582,7 @@ pub(crate) unsafe fn matmul(
                 m,
                 k,
                 n,
+                T::ONE,
                 a.addr().0 as *const T,
                 rsa as isize,
                 csa as isize,
@@ -664,3 +697,5 @@ pub(crate) unsafe fn adamw(
         Ok(())
     })
 }
+
+pub(crate) mod nn;
