@@ -45,6 +45,7 @@ mod create;
 #[cfg(feature = "cuda")]
 mod cuda_view;
 pub mod dtype;
+mod oom;
 pub mod random;
 mod storage;
 
@@ -53,6 +54,7 @@ use std::sync::{Arc, Mutex};
 #[cfg(feature = "cuda")]
 pub use cuda_view::CudaView;
 pub use dtype::{DType, Element};
+pub use oom::{LiveSite, TensorOom};
 pub use random::{Generator, manual_seed};
 
 use crate::alloc::AllocError;
@@ -69,6 +71,10 @@ pub enum TensorError {
     /// The allocator could not provide the memory.
     #[error(transparent)]
     Alloc(#[from] AllocError),
+    /// Out of memory while making a tensor: the allocator's report and the largest live
+    /// tensors by the line that made them.
+    #[error("{0}")]
+    OutOfMemory(Box<TensorOom>),
     /// A device call failed.
     #[error(transparent)]
     Backend(#[from] BackendError),
@@ -136,6 +142,7 @@ impl TensorError {
     pub fn is_out_of_memory(&self) -> bool {
         match self {
             TensorError::Alloc(AllocError::OutOfMemory(_)) => true,
+            TensorError::OutOfMemory(_) => true,
             TensorError::Alloc(AllocError::Backend(b)) | TensorError::Backend(b) => {
                 b.is_out_of_memory()
             }
