@@ -210,7 +210,12 @@ pub fn read_tokens(path: &Path, vocab: usize, block: usize) -> Result<Vec<u16>, 
 
 /// Checks that `tokens` hold a training sequence of `block + 1` tokens with more than one
 /// starting point, all inside the vocabulary.
-pub fn check_tokens(name: &str, tokens: &[u16], vocab: usize, block: usize) -> Result<(), DataError> {
+pub fn check_tokens(
+    name: &str,
+    tokens: &[u16],
+    vocab: usize,
+    block: usize,
+) -> Result<(), DataError> {
     if tokens.len() < block + 2 {
         return Err(DataError::TooShort {
             path: name.to_string(),
@@ -260,11 +265,18 @@ impl<'a> Batches<'a> {
     /// Inputs and targets of `batch` sequences, row-major `[batch, block]` (`i32`).
     pub fn next(&mut self, batch: usize) -> (Vec<i32>, Vec<i32>) {
         let span = self.tokens.len() - self.block - 1;
-        let (mut x, mut y) = (Vec::with_capacity(batch * self.block), Vec::with_capacity(batch * self.block));
+        let (mut x, mut y) = (
+            Vec::with_capacity(batch * self.block),
+            Vec::with_capacity(batch * self.block),
+        );
         for _ in 0..batch {
             let s = ((self.g.uniform() * span as f64) as usize).min(span - 1);
             x.extend(self.tokens[s..s + self.block].iter().map(|&t| t as i32));
-            y.extend(self.tokens[s + 1..s + self.block + 1].iter().map(|&t| t as i32));
+            y.extend(
+                self.tokens[s + 1..s + self.block + 1]
+                    .iter()
+                    .map(|&t| t as i32),
+            );
         }
         (x, y)
     }

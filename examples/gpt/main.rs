@@ -21,122 +21,27 @@
 //! cargo run --release --example gpt -- --device host --layers 2 --embd 64 --heads 4 --block 32 --vocab 64 --batch 8 --steps 200 --lr 3e-3
 //! ```
 
+mod cli;
 mod data;
 mod model;
 mod timeline;
 
 use std::panic::Location;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 use gpuscope::backend::StreamId;
 use gpuscope::optim::{AdamW, Optimizer, fit_batch_size};
 use gpuscope::scope::{self, LeakPolicy};
 use gpuscope::{Device, Tensor, TensorError, format_bytes, gpu_scope};
 use indicatif::{ProgressBar, ProgressStyle};
 
+use cli::{Args, DeviceChoice, Leaks, check_args};
 use data::{Batches, MarkovChain};
-use model::{Config, Gpt, Probe};
+use model::{Gpt, Probe};
 use timeline::{Classifier, Recorder};
-
-#[derive(Parser, Debug)]
-#[command(about = "Train the GPT of bench/torch_gpt.py and report its step time and GPU memory")]
-struct Args {
-    /// Transformer blocks.
-    #[arg(long, default_value_t = 6)]
-    layers: usize,
-    /// Attention heads (must divide --embd).
-    #[arg(long, default_value_t = 8)]
-    heads: usize,
-    /// Embedding width.
-    #[arg(long, default_value_t = 512)]
-    embd: usize,
-    /// Sequence length (and the number of learned positions).
-    #[arg(long, default_value_t = 256)]
-    block: usize,
-    /// Vocabulary size (tokens of the Markov chain).
-    #[arg(long, default_value_t = 512)]
-    vocab: usize,
-    /// Sequences per step.
-    #[arg(long, default_value_t = 32)]
-    batch: usize,
-    /// Training steps.
-    #[arg(long, default_value_t = 300)]
-    steps: usize,
-    /// Steps left out of the step time (compilation, caches warming).
-    #[arg(long, default_value_t = 10)]
-    warmup: usize,
-    /// AdamW's learning rate (weight decay 0.1, as the reference).
-    #[arg(long, default_value_t = 3e-4)]
-    lr: f64,
-    /// Seed of the chain (the tokens use seed + 1), the initialisation and the batches.
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// `host` or `cuda` (default: CUDA when a GPU is present, else the host).
-    #[arg(long)]
-    device: Option<DeviceChoice>,
-    /// bf16 autocast with fp32 master weights (not available yet: fp32 only).
-    #[arg(long)]
-    bf16: bool,
-    /// Accepted for the reference's command lines: attention is always one fused node
-    /// here (strided-batched GEMMs and a masked softmax kernel).
-    #[arg(long)]
-    sdpa: bool,
-    /// Train on this token file (u16 little-endian, as `torch_gpt.py --write-data`
-    /// writes it) instead of sampling the chain.
-    #[arg(long)]
-    data: Option<PathBuf>,
-    /// Also write the tokens trained on to this file (u16 little-endian).
-    #[arg(long)]
-    write_data: Option<PathBuf>,
-    /// Activation checkpointing: each block keeps only its input and runs again during
-    /// backward().
-    #[arg(long)]
-    checkpoint: bool,
-    /// What a tensor leaked from a training step does: warn, deny (fail the run), allow.
-    #[arg(long, default_value = "warn")]
-    leaks: Leaks,
-    /// After training, write the memory timeline of --timeline-steps more steps here
-    /// (SVG; the points are also printed as a table).
-    #[arg(long)]
-    timeline: Option<PathBuf>,
-    /// Steps the timeline covers.
-    #[arg(long, default_value_t = 2)]
-    timeline_steps: usize,
-    /// Find the largest batch whose step fits (under --memory-limit-mib when given),
-    /// then train with it.
-    #[arg(long)]
-    find_batch_size: bool,
-    /// Cap the allocator's reserved memory (MiB).
-    #[arg(long)]
-    memory_limit_mib: Option<usize>,
-    /// After training, measure what tracking costs a step: this many paired rounds of
-    /// --ab-steps steps with tracking on and off, back to back (order alternating).
-    #[arg(long, default_value_t = 0)]
-    tracking_ab: usize,
-    /// Steps in each half of a --tracking-ab round.
-    #[arg(long, default_value_t = 5)]
-    ab_steps: usize,
-    /// Turn tensor tracking off (no creation sites, no leak reports).
-    #[arg(long)]
-    no_tracking: bool,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum DeviceChoice {
-    Host,
-    Cuda,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Leaks {
-    Warn,
-    Deny,
-    Allow,
-}
 
 /// The reference's AdamW weight decay.
 const WEIGHT_DECAY: f64 = 0.1;
@@ -176,7 +81,12 @@ fn train_step(
 }
 
 /// A batch's inputs `[batch, block]` and targets `[batch·block]` on `dev`.
-fn upload(b: &mut Batches, batch: usize, block: usize, dev: &Device) -> Result<(Tensor, Tensor), TensorError> {
+fn upload(
+    b: &mut Batches,
+    batch: usize,
+    block: usize,
+    dev: &Device,
+) -> Result<(Tensor, Tensor), TensorError> {
     let (x, y) = b.next(batch);
     Ok((
         Tensor::from_vec(x, &[batch, block], dev)?,
@@ -208,44 +118,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// Checks the flags that no type does; the error names the flag.
-fn check_args(args: &Args) -> Result<Config, String> {
-    let cfg = Config {
-        layers: args.layers,
-        heads: args.heads,
-        embd: args.embd,
-        block: args.block,
-        vocab: args.vocab,
-    };
-    cfg.check()?;
-    if args.batch == 0 {
-        return Err("--batch must be at least 1".into());
-    }
-    if args.steps <= args.warmup {
-        return Err(format!(
-            "--steps {} must be more than --warmup {}: the step time is the median of the steps after the warm-up",
-            args.steps, args.warmup
-        ));
-    }
-    if !(args.lr.is_finite() && args.lr > 0.0) {
-        return Err(format!("--lr must be a positive number, not {}", args.lr));
-    }
-    if args.bf16 {
-        return Err(
-            "--bf16: bf16 autocast is not available in this example yet (fp32 only); run without it".into(),
-        );
-    }
-    if args.memory_limit_mib == Some(0) {
-        return Err("--memory-limit-mib must be at least 1".into());
-    }
-    Ok(cfg)
-}
-
 fn open_device(choice: Option<DeviceChoice>) -> Result<Device, String> {
     match choice {
         Some(DeviceChoice::Host) => Device::host().map_err(|e| e.to_string()),
         Some(DeviceChoice::Cuda) => Device::cuda(0).map_err(|e| e.to_string()),
-        None => Device::cuda(0).or_else(|_| Device::host()).map_err(|e| e.to_string()),
+        None => Device::cuda(0)
+            .or_else(|_| Device::host())
+            .map_err(|e| e.to_string()),
     }
 }
 
@@ -267,7 +146,8 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     let t0 = Instant::now();
     let (tokens, floor, source) = match &args.data {
         Some(path) => {
-            let tokens = data::read_tokens(path, cfg.vocab, cfg.block).map_err(|e| e.to_string())?;
+            let tokens =
+                data::read_tokens(path, cfg.vocab, cfg.block).map_err(|e| e.to_string())?;
             let floor = data::empirical_entropy(&tokens, cfg.vocab);
             let source = format!(
                 "{} ({} tokens; entropy floor estimated from its transition counts)",
@@ -279,7 +159,8 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         None => {
             let chain = MarkovChain::new(cfg.vocab, args.seed);
             let tokens = chain.sample(data::TOKENS, args.seed + 1);
-            data::check_tokens("the sampled chain", &tokens, cfg.vocab, cfg.block).map_err(|e| e.to_string())?;
+            data::check_tokens("the sampled chain", &tokens, cfg.vocab, cfg.block)
+                .map_err(|e| e.to_string())?;
             let source = format!(
                 "{} tokens of a Markov chain over {} tokens (seed {})",
                 tokens.len(),
@@ -308,7 +189,11 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         cfg.vocab,
         model.numel(),
         format_bytes(model.numel() * 4),
-        if args.checkpoint { ", checkpointed per block" } else { "" }
+        if args.checkpoint {
+            ", checkpointed per block"
+        } else {
+            ""
+        }
     );
     let mut batches = Batches::new(&tokens, cfg.block, args.seed + 100);
     let mut batch = args.batch;
@@ -563,7 +448,10 @@ fn memory_timeline(
     let recorder = Recorder::new(dev, classifier);
     for s in 0..args.timeline_steps.max(1) {
         {
-            let mut c = recorder.classifier.lock().unwrap_or_else(|e| e.into_inner());
+            let mut c = recorder
+                .classifier
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             c.moments = timeline::ids(opt.moments().iter().flatten().flat_map(|(m, v)| [m, v]));
             c.backward_site = BACKWARD_SITE.get().map(|l| (l.file(), l.line()));
             c.attention_site = model::ATTENTION_SITE.get().map(|l| (l.file(), l.line()));
@@ -580,11 +468,19 @@ fn memory_timeline(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
-    println!("memory timeline ({} points):\n{}", samples.len(), timeline::table(&samples));
+    println!(
+        "memory timeline ({} points):\n{}",
+        samples.len(),
+        timeline::table(&samples)
+    );
     let title = format!(
         "GPT memory, {} steps{}, {}",
         args.timeline_steps.max(1),
-        if args.checkpoint { " (checkpointed)" } else { "" },
+        if args.checkpoint {
+            " (checkpointed)"
+        } else {
+            ""
+        },
         dev.description()
     );
     timeline::write_svg(path, &samples, &title).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -597,7 +493,9 @@ fn memory_timeline(
 /// (`--leaks deny`: the run fails).
 fn leak_report(args: &Args, model: &Gpt, opt: &AdamW) -> Result<ExitCode, String> {
     let mut owned = timeline::ids(&model.params());
-    owned.extend(timeline::ids(opt.moments().iter().flatten().flat_map(|(m, v)| [m, v])));
+    owned.extend(timeline::ids(
+        opt.moments().iter().flatten().flat_map(|(m, v)| [m, v]),
+    ));
     let live = gpuscope::report_live();
     let extra: Vec<_> = live
         .iter()

@@ -221,7 +221,13 @@ pub fn write_svg(path: &Path, samples: &[Sample], title: &str) -> std::io::Resul
             .collect();
         let mut d = String::new();
         for (i, v) in above.iter().enumerate() {
-            let _ = write!(d, "{}{:.1},{:.1} ", if i == 0 { "M" } else { "L" }, x(i), y(*v));
+            let _ = write!(
+                d,
+                "{}{:.1},{:.1} ",
+                if i == 0 { "M" } else { "L" },
+                x(i),
+                y(*v)
+            );
         }
         for (i, v) in below.iter().enumerate().rev() {
             let _ = write!(d, "L{:.1},{:.1} ", x(i), y(*v));
@@ -265,7 +271,10 @@ pub fn write_svg(path: &Path, samples: &[Sample], title: &str) -> std::io::Resul
         top + ph + 18.0
     );
     for (k, kind) in Kind::ALL.iter().enumerate() {
-        let (lx, ly) = (left + (k % 3) as f64 * 300.0, top + ph + 40.0 + (k / 3) as f64 * 20.0);
+        let (lx, ly) = (
+            left + (k % 3) as f64 * 300.0,
+            top + ph + 40.0 + (k / 3) as f64 * 20.0,
+        );
         let _ = writeln!(
             svg,
             r##"<rect x="{lx:.1}" y="{:.1}" width="14" height="10" fill="{}"/><text x="{:.1}" y="{ly:.1}">{}</text>"##,

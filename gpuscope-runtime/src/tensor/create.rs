@@ -31,9 +31,9 @@ impl Tensor {
         site: &'static Location<'static>,
     ) -> Result<Tensor, TensorError> {
         let storage = Storage::new(device, dtype, shape, stream, site).map_err(|e| match e {
-            TensorError::Alloc(a) if a.as_out_of_memory().is_some() => TensorError::OutOfMemory(
-                Box::new(TensorOom::new(a, device, dtype, shape, site)),
-            ),
+            TensorError::Alloc(a) if a.as_out_of_memory().is_some() => {
+                TensorError::OutOfMemory(Box::new(TensorOom::new(a, device, dtype, shape, site)))
+            }
             other => other,
         })?;
         Ok(Tensor::from_storage(storage, shape.to_vec(), dtype))

@@ -58,7 +58,12 @@ impl TensorOom {
             if r.device() != label {
                 continue;
             }
-            let at = format!("{}:{}:{}", r.site().file(), r.site().line(), r.site().column());
+            let at = format!(
+                "{}:{}:{}",
+                r.site().file(),
+                r.site().line(),
+                r.site().column()
+            );
             let shape = format!("{}{:?}", r.dtype(), r.shape());
             match by_site.iter_mut().find(|s| s.site == at) {
                 Some(s) => {
