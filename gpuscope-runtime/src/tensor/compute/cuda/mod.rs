@@ -326,6 +326,19 @@ pub(crate) fn check_device_side(cuda: &CudaBackend, device: &str) -> Result<(), 
     let Some(e) = cuda.take_device_side_error() else {
         return Ok(());
     };
+    if e.code == nn::EMBEDDING_CODE {
+        return Err(TensorError::InvalidArgument {
+            op: "embedding",
+            reason: format!(
+                "index {} at position {} is out of range for a table of {} rows (found on \
+                 {device} by the lookup kernel, which made that row NaN; reported at this \
+                 read-back, the first from the device since; other positions may be out of \
+                 range too) — indices must be in 0..{}: check the tokens against the \
+                 vocabulary size",
+                e.value, e.row, e.limit, e.limit
+            ),
+        });
+    }
     let op = [LossOp::CrossEntropy, LossOp::NllLoss]
         .into_iter()
         .find(|op| *op as u32 == e.code & !BACKWARD);
