@@ -4,12 +4,14 @@
 #
 #   bash DIR/gpt_run.sh DIR OUT [PHASE...]
 #
-# DIR holds what gpt_build.sh made (the gpt binary, tests/, torch_gpt.py); logs go to
-# OUT/gpt (packed as OUT/gpt.tgz). Phases (default: all but sanitize and ncu):
+# DIR holds what gpt_build.sh made (the gpt binary, tests/, torch_gpt.py); logs are
+# packed as OUT/gpt.tgz, with the summary (OUT/summary.txt) and the timelines' SVGs
+# beside it. Phases (default: all but sanitize and ncu):
 #   tests       the CUDA test binaries of the transformer operations and the GPT model
 #   default     torch_gpt.py (fp32, writing its tokens) then gpt on those tokens, default size
 #   big         both at --layers 12 --embd 768 --block 512 --batch 16
 #   checkpoint  gpt --checkpoint at both sizes
+#   ratio       gpt at both sizes with GPUSCOPE_ALLOC_CONF=reserve_ratio:1.02
 #   ab          gpt --tracking-ab: tracking's share of the step, paired rounds
 #   timeline    gpt --timeline (a few steps, memory by kind), with and without checkpoint
 #   fit         gpt --find-batch-size under a 4 GiB cap; an OOM mid-step under a 1 GiB cap
@@ -19,9 +21,10 @@
 #   ncu         kernel times of one training step (Nsight Compute)
 set -uo pipefail
 dir=$1
-out=$2/gpt
+base=$2
+out=/tmp/gptlogs/gpt
 shift 2
-phases=${*:-tests default big checkpoint ab timeline fit leaks}
+phases=${*:-tests default big checkpoint ratio ab timeline fit leaks}
 mkdir -p "$out"
 gpt=$dir/gpt
 has() { [[ " $phases " == *" $1 "* ]]; }
@@ -48,6 +51,10 @@ if has checkpoint; then
   "$gpt" --device cuda --checkpoint --steps 100 > "$out/gpt_default_ckpt.txt" 2> "$out/gpt_default_ckpt.err"
   "$gpt" --device cuda $big --checkpoint --steps 100 > "$out/gpt_big_ckpt.txt" 2> "$out/gpt_big_ckpt.err"
 fi
+if has ratio; then
+  GPUSCOPE_ALLOC_CONF=reserve_ratio:1.02 "$gpt" --device cuda --data /tmp/tokens.bin > "$out/gpt_default_r102.txt" 2> "$out/gpt_default_r102.err"
+  GPUSCOPE_ALLOC_CONF=reserve_ratio:1.02 "$gpt" --device cuda $big --steps 100 > "$out/gpt_big_r102.txt" 2> "$out/gpt_big_r102.err"
+fi
 if has ab; then
   "$gpt" --device cuda --steps 20 --tracking-ab 30 --ab-steps 5 > "$out/gpt_ab.txt" 2> "$out/gpt_ab.err"
 fi
@@ -66,20 +73,28 @@ if has leaks; then
 fi
 if has sanitize; then
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+  # The four tools at once (each its own processes; correctness tools, not timings).
   for tool in memcheck racecheck synccheck initcheck; do
     {
       for t in ops_cuda_transformer ops_cuda_vs_host cuda_tensor gpt_model; do
         echo "== $t"
-        "$cs" --tool $tool --error-exitcode 9 "$dir/tests/$t" --test-threads=1 2>&1 | grep -E "ERROR SUMMARY|test result|=========" | head -40
+        timeout 150 "$cs" --tool $tool --error-exitcode 9 "$dir/tests/$t" --test-threads=1 2>&1 | grep -E "ERROR SUMMARY|test result|^=========" | head -60
+        echo "exit ${PIPESTATUS[0]}"
       done
       echo "== gpt"
-      "$cs" --tool $tool --error-exitcode 9 "$gpt" --device cuda --layers 2 --embd 128 --heads 4 --block 64 --vocab 128 --batch 4 --steps 3 --warmup 1 2>&1 | grep -E "ERROR SUMMARY|=========|error" | head -40
-    } > "$out/sanitizer_$tool.txt" 2>&1
+      timeout 150 "$cs" --tool $tool --error-exitcode 9 "$gpt" --device cuda --layers 2 --embd 128 --heads 4 --block 64 --vocab 128 --batch 4 --steps 3 --warmup 1 2>&1 | grep -E "ERROR SUMMARY|^=========|error" | head -60
+      echo "exit ${PIPESTATUS[0]}"
+      echo "== gpt --checkpoint"
+      timeout 150 "$cs" --tool $tool --error-exitcode 9 "$gpt" --device cuda --layers 2 --embd 128 --heads 4 --block 64 --vocab 128 --batch 4 --steps 3 --warmup 1 --checkpoint 2>&1 | grep -E "ERROR SUMMARY|^=========|error" | head -60
+      echo "exit ${PIPESTATUS[0]}"
+    } > "$out/sanitizer_$tool.txt" 2>&1 &
   done
+  wait
 fi
 if has ncu; then
   ncu --print-summary per-kernel --metrics gpu__time_duration.sum --launch-skip 1500 --launch-count 700 \
     "$gpt" --device cuda --steps 12 --warmup 2 > "$out/ncu_step.txt" 2>&1
 fi
-tar czf "$2/gpt.tgz" -C "$2" gpt
-python3 "$dir/gpt_summary.py" "$out"
+tar czf "$base/gpt.tgz" -C /tmp/gptlogs gpt
+cp "$out"/*.svg "$base/" 2>/dev/null
+python3 "$dir/gpt_summary.py" "$out" | tee "$base/summary.txt"

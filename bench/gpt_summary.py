@@ -15,8 +15,8 @@ def last_json(path):
 
 
 rows = []
-for name in ["torch_default", "gpt_default", "gpt_default_chain", "gpt_default_ckpt",
-             "torch_big", "gpt_big", "gpt_big_ckpt"]:
+for name in ["torch_default", "gpt_default", "gpt_default_chain", "gpt_default_ckpt", "gpt_default_r102",
+             "torch_big", "gpt_big", "gpt_big_ckpt", "gpt_big_r102"]:
     d = last_json(os.path.join(out, name + ".txt"))
     if d:
         rows.append((name, d))
@@ -51,8 +51,10 @@ if os.path.exists(tests):
         if "FAILED" in line or "panicked" in line:
             print("  " + line)
 for f in sorted(glob.glob(os.path.join(out, "sanitizer_*.txt"))):
-    sums = re.findall(r"ERROR SUMMARY: (\d+) error", open(f).read())
-    print(f"{os.path.basename(f)}: {len(sums)} runs, errors {sum(int(s) for s in sums)}")
+    text = open(f).read()
+    sums = re.findall(r"ERROR SUMMARY: (\d+) error", text)
+    exits = re.findall(r"^exit (\d+)", text, re.M)
+    print(f"{os.path.basename(f)}: {len(sums)} runs, errors {sum(int(s) for s in sums)}, exit codes {' '.join(exits)}")
 for name in ["gpt_leaks.err", "gpt_oom.err", "gpt_fit.err"]:
     p = os.path.join(out, name)
     if os.path.exists(p):

@@ -23,7 +23,9 @@ fn randn(shape: &[usize], seed: u64) -> Tensor {
     Tensor::randn_with(shape, DType::F32, &mut Generator::new(seed), &host()).unwrap()
 }
 
-/// Relative L2 distance.
+/// The L2 distance relative to the larger norm, with an absolute floor of 1e-6 per
+/// element's worth (a gradient that is exactly 0 on one device may be rounding noise on
+/// the other: `g·w - mean(g·w)` of a one-column layer norm, contracted into an FMA).
 fn rel(a: &[f64], b: &[f64]) -> f64 {
     assert_eq!(a.len(), b.len());
     let num: f64 = a
@@ -32,11 +34,11 @@ fn rel(a: &[f64], b: &[f64]) -> f64 {
         .map(|(x, y)| (x - y).powi(2))
         .sum::<f64>()
         .sqrt();
-    let den: f64 = a.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let norm = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
     if a.iter().zip(b).any(|(x, y)| x.is_nan() != y.is_nan()) {
         return f64::INFINITY;
     }
-    num / den.max(1e-30)
+    num / norm(a).max(norm(b)).max(1e-6 * (a.len() as f64).sqrt())
 }
 
 /// Runs `f` on host and CUDA copies of `inputs` (float inputs require grad),
@@ -118,16 +120,31 @@ fn layer_norm_and_gelu() {
     compare("bias_gelu", &dev, &[a.clone(), randn(&[130], 8)], |t| {
         t[0].bias_gelu(&t[1])
     });
-    compare(
-        "linear",
-        &dev,
-        &[
-            randn(&[4, 9, 48], 9),
-            randn(&[80, 48], 10),
-            randn(&[80], 11),
-        ],
-        |t| t[0].linear(&t[1], Some(&t[2])),
-    );
+    // Widths that take the 4-wide kernels (multiples of 4) and the general ones.
+    for out in [80usize, 81] {
+        compare(
+            &format!("linear to {out}"),
+            &dev,
+            &[
+                randn(&[4, 9, 48], 9),
+                randn(&[out, 48], 10),
+                randn(&[out], 11),
+            ],
+            |t| t[0].linear(&t[1], Some(&t[2])),
+        );
+        let a = randn(&[33, out], 12);
+        compare(
+            &format!("bias_gelu {out}"),
+            &dev,
+            &[a, randn(&[out], 13)],
+            |t| t[0].bias_gelu(&t[1]),
+        );
+    }
+    let (a, b) = (randn(&[64, 32], 14), randn(&[64, 32], 15));
+    compare("add, 4 at a time", &dev, &[a.clone(), b.clone()], |t| {
+        t[0].add(&t[1])
+    });
+    compare("mul, 4 at a time", &dev, &[a, b], |t| t[0].mul(&t[1]));
 }
 
 #[test]
@@ -167,6 +184,7 @@ fn causal_softmax_and_attention() {
         (3, 33, 48, 3),
         (1, 256, 64, 1),
         (2, 64, 128, 8),
+        (2, 9, 15, 5),
     ] {
         compare(
             &format!("causal_attention B{b} T{t} C{c} H{h}"),

@@ -14,6 +14,10 @@
 //!   record) and its scatter-add, the causal softmax with its scale and its backward
 //!   step (the masked half is never read), the split and merge of attention heads, and
 //!   AdamW over up to 24 tensors in one launch (their pointers passed by value).
+//! - `vec4.cu`: float32 kernels that move four elements at a time (16-byte accesses,
+//!   32-bit indices once per four elements): the element-wise binary operation on equal
+//!   shapes, bias add, bias + GELU and its backward step, the head split and merge; the
+//!   launches pick them when pointers, row lengths and sizes allow; included once.
 //! - `copy.cu`: the strided copy between any two layouts of a shape (views), for every
 //!   dtype by element size (`strided_copy_u8`, `_u16`, `_u32`, `_u64`); included once.
 //! - [`Kernels`]: a device's loaded module and its functions, looked up by name and
@@ -36,6 +40,9 @@ pub const OPS_SOURCE: &str = include_str!("ops.cu");
 /// causal softmax, attention heads, column sums, AdamW over many tensors), over `$T` and
 /// `$S` like [`OPS_SOURCE`].
 pub const NN_SOURCE: &str = include_str!("nn.cu");
+
+/// The float32 kernels that move four elements at a time (not per element type).
+pub const VEC4_SOURCE: &str = include_str!("vec4.cu");
 
 /// The strided copy kernels' CUDA C text (not per element type).
 pub const COPY_SOURCE: &str = include_str!("copy.cu");
@@ -65,6 +72,7 @@ pub fn source() -> String {
         s.push_str(&NN_SOURCE.replace("$T", t).replace("$S", suffix));
     }
     s.push_str(COPY_SOURCE);
+    s.push_str(VEC4_SOURCE);
     s
 }
 

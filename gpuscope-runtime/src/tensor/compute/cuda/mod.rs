@@ -84,6 +84,23 @@ fn target_with(t: &Tensor, suffix: &'static str) -> Result<Target, TensorError> 
     })
 }
 
+/// The target for the float32 kernels of `vec4.cu` writing `t` (no suffix), when `t`
+/// and `others` are f32, 16-byte aligned, `row` (the length a kernel takes the column
+/// from) is a multiple of 4 and `t`'s element count a multiple of 4 that fits in 32 bits.
+fn vec4_target(t: &Tensor, others: &[&Tensor], row: usize) -> Result<Option<Target>, TensorError> {
+    let ok = t.dtype() == DType::F32
+        && row % 4 == 0
+        && t.numel() % 4 == 0
+        && t.numel() / 4 <= u32::MAX as usize
+        && std::iter::once(t)
+            .chain(others.iter().copied())
+            .all(|x| x.dtype() == DType::F32 && ptr(x) % 16 == 0);
+    if !ok {
+        return Ok(None);
+    }
+    target_with(t, "").map(Some)
+}
+
 fn elementwise_cfg(n: u64) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (n.div_ceil(BLOCK as u64).clamp(1, MAX_BLOCKS) as u32, 1, 1),
@@ -132,7 +149,11 @@ fn ptr(t: &Tensor) -> u64 {
 /// locals, which outlive the builder.)
 macro_rules! launch {
     ($target:expr, $name:expr, $cfg:expr, |$l:ident| $body:block) => {{
-        let full = format!("{}_{}", $name, $target.suffix);
+        let full = if $target.suffix.is_empty() {
+            $name.to_string()
+        } else {
+            format!("{}_{}", $name, $target.suffix)
+        };
         let f = $target.kernels.function(&full)?;
         let mut builder = $target.stream.launch_builder(&f);
         {
@@ -160,6 +181,15 @@ pub(crate) fn binary(
     let n = out.numel() as u64;
     if n == 0 {
         return Ok(());
+    }
+    if plan.is_elementwise()
+        && let Some(t) = vec4_target(out, &[a, b], 4)?
+    {
+        let n4 = (n / 4) as u32;
+        let (code, o, pa, pb) = (op.code(), ptr(out), ptr(a), ptr(b));
+        return launch!(t, "binary_flat4", elementwise_cfg(n4 as u64), |l| {
+            l.arg(&code).arg(&n4).arg(&o).arg(&pa).arg(&pb);
+        });
     }
     let (d, sa, sb) = plan.padded().ok_or_else(|| {
         TensorError::Unsupported(format!(

@@ -7,7 +7,9 @@ use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 use crate::backend::BackendError;
 
 use super::super::optim::AdamWStep;
-use super::{DType, Scalar, Tensor, TensorError, cuda_of, elementwise_cfg, ptr, target};
+use super::{
+    DType, Scalar, Tensor, TensorError, cuda_of, elementwise_cfg, ptr, target, vec4_target,
+};
 
 /// Warps of a row-per-warp kernel's block (`GS_WARPS`).
 const WARPS: u32 = 8;
@@ -167,6 +169,12 @@ pub(crate) fn bias_add(y: &Tensor, b: &Tensor) -> Result<(), TensorError> {
     if n == 0 || cols == 0 {
         return Ok(());
     }
+    if let Some(t) = vec4_target(y, &[b], cols as usize)? {
+        let (n4, c4, py, pb) = ((n / 4) as u32, cols / 4, ptr(y), ptr(b));
+        return launch!(t, "bias_add4", elementwise_cfg(n4 as u64), |l| {
+            l.arg(&n4).arg(&c4).arg(&py).arg(&pb);
+        });
+    }
     let t = target(y)?;
     let (py, pb) = (ptr(y), ptr(b));
     launch!(t, "bias_add", elementwise_cfg(n), |l| {
@@ -185,6 +193,21 @@ pub(crate) fn bias_gelu(
     let n = y.numel() as u64;
     if n == 0 || cols == 0 {
         return Ok(());
+    }
+    let mut inputs = vec![x, b];
+    inputs.extend(g);
+    if let Some(t) = vec4_target(y, &inputs, cols as usize)? {
+        let (n4, c4, py, pg, px, pb) = (
+            (n / 4) as u32,
+            cols / 4,
+            ptr(y),
+            g.map_or(0, ptr),
+            ptr(x),
+            ptr(b),
+        );
+        return launch!(t, "bias_gelu4", elementwise_cfg(n4 as u64), |l| {
+            l.arg(&n4).arg(&c4).arg(&py).arg(&pg).arg(&px).arg(&pb);
+        });
     }
     let t = target(y)?;
     let (py, px, pb) = (ptr(y), ptr(x), ptr(b));
@@ -306,6 +329,19 @@ pub(crate) fn heads(
     let n = u32_of("an attention projection", dst.numel())?;
     if n == 0 {
         return Ok(());
+    }
+    if let Some(t) = vec4_target(dst, &[src], d_len)? {
+        let n4 = n / 4;
+        let dims = [t_len as u32, s_len as u32, h_len as u32, (d_len / 4) as u32];
+        let (pd, ps, to) = (ptr(dst), ptr(src), to_heads as i32);
+        return launch!(t, "heads4", elementwise_cfg(n4 as u64), |l| {
+            l.arg(&n4)
+                .arg(&dims[0])
+                .arg(&dims[1])
+                .arg(&dims[2])
+                .arg(&dims[3]);
+            l.arg(&pd).arg(&ps).arg(&to);
+        });
     }
     let t = target(dst)?;
     let dims = [t_len as u32, s_len as u32, h_len as u32, d_len as u32];
