@@ -44,19 +44,19 @@ if has default; then
   "$gpt" --device cuda > "$out/gpt_default_chain.txt" 2> "$out/gpt_default_chain.err"
 fi
 if has big; then
-  python3 "$dir/torch_gpt.py" $big --steps 100 > "$out/torch_big.txt" 2>&1
-  "$gpt" --device cuda $big --steps 100 > "$out/gpt_big.txt" 2> "$out/gpt_big.err"
+  python3 "$dir/torch_gpt.py" $big --steps 60 > "$out/torch_big.txt" 2>&1
+  "$gpt" --device cuda $big --steps 60 > "$out/gpt_big.txt" 2> "$out/gpt_big.err"
 fi
 if has checkpoint; then
-  "$gpt" --device cuda --checkpoint --steps 100 > "$out/gpt_default_ckpt.txt" 2> "$out/gpt_default_ckpt.err"
-  "$gpt" --device cuda $big --checkpoint --steps 100 > "$out/gpt_big_ckpt.txt" 2> "$out/gpt_big_ckpt.err"
+  "$gpt" --device cuda --checkpoint --steps 60 > "$out/gpt_default_ckpt.txt" 2> "$out/gpt_default_ckpt.err"
+  "$gpt" --device cuda $big --checkpoint --steps 60 > "$out/gpt_big_ckpt.txt" 2> "$out/gpt_big_ckpt.err"
 fi
 if has ratio; then
-  GPUSCOPE_ALLOC_CONF=reserve_ratio:1.02 "$gpt" --device cuda --data /tmp/tokens.bin > "$out/gpt_default_r102.txt" 2> "$out/gpt_default_r102.err"
-  GPUSCOPE_ALLOC_CONF=reserve_ratio:1.02 "$gpt" --device cuda $big --steps 100 > "$out/gpt_big_r102.txt" 2> "$out/gpt_big_r102.err"
+  GPUSCOPE_ALLOC_CONF=reserve_ratio:1.02 "$gpt" --device cuda --steps 100 > "$out/gpt_default_r102.txt" 2> "$out/gpt_default_r102.err"
+  GPUSCOPE_ALLOC_CONF=reserve_ratio:1.02 "$gpt" --device cuda $big --steps 60 > "$out/gpt_big_r102.txt" 2> "$out/gpt_big_r102.err"
 fi
 if has ab; then
-  "$gpt" --device cuda --steps 20 --tracking-ab 30 --ab-steps 5 > "$out/gpt_ab.txt" 2> "$out/gpt_ab.err"
+  "$gpt" --device cuda --steps 20 --tracking-ab 20 --ab-steps 5 > "$out/gpt_ab.txt" 2> "$out/gpt_ab.err"
 fi
 if has timeline; then
   "$gpt" --device cuda --steps 12 --timeline "$out/timeline.svg" > "$out/gpt_timeline.txt" 2> "$out/gpt_timeline.err"
@@ -73,21 +73,21 @@ if has leaks; then
 fi
 if has sanitize; then
   cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
-  # The four tools at once (each its own processes; correctness tools, not timings).
+  small="--device cuda --layers 2 --embd 128 --heads 4 --block 64 --vocab 128 --batch 4 --steps 3 --warmup 1"
+  # The four tools at once (correctness tools, not timings), each within 240 s.
   for tool in memcheck racecheck synccheck initcheck; do
-    {
+    timeout 240 bash -c '
+      cs=$1; tool=$2; dir=$3; gpt=$4; small=$5
       for t in ops_cuda_transformer ops_cuda_vs_host cuda_tensor gpt_model; do
         echo "== $t"
-        timeout 150 "$cs" --tool $tool --error-exitcode 9 "$dir/tests/$t" --test-threads=1 2>&1 | grep -E "ERROR SUMMARY|test result|^=========" | head -60
+        "$cs" --tool $tool --error-exitcode 9 "$dir/tests/$t" --test-threads=1 2>&1 | grep -E "ERROR SUMMARY|test result|^=========" | head -60
         echo "exit ${PIPESTATUS[0]}"
       done
-      echo "== gpt"
-      timeout 150 "$cs" --tool $tool --error-exitcode 9 "$gpt" --device cuda --layers 2 --embd 128 --heads 4 --block 64 --vocab 128 --batch 4 --steps 3 --warmup 1 2>&1 | grep -E "ERROR SUMMARY|^=========|error" | head -60
-      echo "exit ${PIPESTATUS[0]}"
-      echo "== gpt --checkpoint"
-      timeout 150 "$cs" --tool $tool --error-exitcode 9 "$gpt" --device cuda --layers 2 --embd 128 --heads 4 --block 64 --vocab 128 --batch 4 --steps 3 --warmup 1 --checkpoint 2>&1 | grep -E "ERROR SUMMARY|^=========|error" | head -60
-      echo "exit ${PIPESTATUS[0]}"
-    } > "$out/sanitizer_$tool.txt" 2>&1 &
+      for extra in "" "--checkpoint"; do
+        echo "== gpt $extra"
+        "$cs" --tool $tool --error-exitcode 9 "$gpt" $small $extra 2>&1 | grep -E "ERROR SUMMARY|^=========|error" | head -60
+        echo "exit ${PIPESTATUS[0]}"
+      done' _ "$cs" $tool "$dir" "$gpt" "$small" > "$out/sanitizer_$tool.txt" 2>&1 &
   done
   wait
 fi
