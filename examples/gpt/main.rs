@@ -220,6 +220,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             Ok(loss) => loss,
             Err(e) => {
                 bar.abandon();
+                drop((x, y));
                 return Err(after_failed_step(e, &model, &mut opt, &dev));
             }
         };

@@ -24,8 +24,8 @@ fn randn(shape: &[usize], seed: u64) -> Tensor {
 }
 
 /// The L2 distance relative to the larger norm, with an absolute floor of 1e-6 per
-/// element's worth (a gradient that is exactly 0 on one device may be rounding noise on
-/// the other: `g·w - mean(g·w)` of a one-column layer norm, contracted into an FMA).
+/// element's worth (for gradients that are 0 in exact arithmetic, such as a
+/// one-column layer norm's `dx`, where both devices must stay within rounding noise).
 fn rel(a: &[f64], b: &[f64]) -> f64 {
     assert_eq!(a.len(), b.len());
     let num: f64 = a

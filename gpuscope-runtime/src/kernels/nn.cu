@@ -70,8 +70,10 @@ extern "C" __global__ void layer_norm_dx_$S(unsigned long long rows, unsigned in
         const $T* gr = g + r * cols;
         $T mu = mean[r], rs = rstd[r];
         $T s1 = ($T)0, s2 = ($T)0;
+        // g·w rounded on its own (no FMA contraction), the same value in both loops: a
+        // row whose xh is 0 (one column, or constant) gets a gradient of exactly 0.
         for (unsigned int j = lane; j < cols; j += 32) {
-            $T wg = gr[j] * w[j];
+            $T wg = gs_mul_rn_$S(gr[j], w[j]);
             s1 += wg;
             s2 += wg * (xr[j] - mu) * rs;
         }
@@ -80,7 +82,7 @@ extern "C" __global__ void layer_norm_dx_$S(unsigned long long rows, unsigned in
         $T* dr = dx + r * cols;
         for (unsigned int j = lane; j < cols; j += 32) {
             $T xh = (xr[j] - mu) * rs;
-            dr[j] = rs * (gr[j] * w[j] - s1 - xh * s2);
+            dr[j] = rs * (gs_mul_rn_$S(gr[j], w[j]) - s1 - xh * s2);
         }
     }
 }
