@@ -59,7 +59,7 @@
 //! - `attention`: `causal_softmax` (scaled, masked above the diagonal) and
 //!   `causal_attention` (multi-head self-attention over packed `q, k, v` projections,
 //!   one autograd node).
-
+//!
 //! Supported element types: `f32` and `f64` on both devices. Other dtypes give
 //! [`TensorError::Unsupported`].
 //!

@@ -55,7 +55,7 @@ pub(crate) fn layer_norm_raw(
     let cols = last_dim("layer_norm", x)?;
     check_vector("layer_norm", x, w, cols)?;
     check_vector("layer_norm", x, b, cols)?;
-    if !(eps >= 0.0) {
+    if eps.is_nan() || eps < 0.0 {
         return Err(TensorError::InvalidArgument {
             op: "layer_norm",
             reason: format!("eps must be a number >= 0, not {eps}"),
