@@ -13,6 +13,9 @@ mod data;
 #[path = "../examples/gpt/model.rs"]
 #[allow(dead_code)]
 mod model;
+#[path = "../examples/gpt/timeline.rs"]
+#[allow(dead_code)]
+mod timeline;
 
 use std::sync::Arc;
 
@@ -252,6 +255,85 @@ fn out_of_memory_in_a_step_names_sites_and_leaves_only_the_model() {
         after, held,
         "nothing but the model and its optimizer state is left"
     );
+}
+
+#[test]
+fn the_timeline_tells_parameters_state_gradients_activations_and_attention_apart() {
+    gpuscope::scope::set_tracking(true);
+    for checkpointed in [false, true] {
+        let dev = private_host();
+        let tokens = MarkovChain::new(SMALL.vocab, 0).sample(5_000, 1);
+        let model = Gpt::new(SMALL, &dev, 0).unwrap();
+        let params = model.params();
+        let param_bytes: usize = params.iter().map(Tensor::nbytes).sum();
+        let mut opt = AdamW::new(params.clone(), 1e-3);
+        let mut batches = Batches::new(&tokens, SMALL.block, 2);
+        let recorder = timeline::Recorder::new(
+            &dev,
+            timeline::Classifier {
+                param_tensors: params.clone(),
+                params: timeline::ids(&params),
+                moments: Default::default(),
+                backward_site: None,
+                attention_site: None,
+            },
+        );
+        for step in 0..2 {
+            {
+                let mut c = recorder.classifier.lock().unwrap();
+                c.moments = timeline::ids(opt.moments().iter().flatten().flat_map(|(m, v)| [m, v]));
+                c.attention_site = model::ATTENTION_SITE.get().map(|l| (l.file(), l.line()));
+            }
+            let (x, y) = batch(&mut batches, 4, SMALL.block, &dev);
+            let r = recorder.clone();
+            let probe: model::Probe = Arc::new(move |label: &str| r.sample(label));
+            let loss = model.loss(&x, &y, checkpointed, Some(&probe)).unwrap();
+            let (done, at) = (loss.backward(), std::panic::Location::caller());
+            done.unwrap();
+            recorder.classifier.lock().unwrap().backward_site = Some((at.file(), at.line()));
+            recorder.sample(&format!("step {step}: backward done"));
+            opt.step().unwrap();
+            recorder.classifier.lock().unwrap().moments =
+                timeline::ids(opt.moments().iter().flatten().flat_map(|(m, v)| [m, v]));
+            recorder.sample(&format!("step {step}: optimizer step"));
+            opt.zero_grad();
+        }
+        let samples = recorder.samples.lock().unwrap().clone();
+        let at = |label: &str| {
+            samples
+                .iter()
+                .rev()
+                .find(|s| s.label == label)
+                .unwrap()
+                .bytes
+        };
+        // [parameters, optimizer state, gradients, activations, attention, untracked]
+        let fwd = at("forward: block 1");
+        assert_eq!(fwd[0], param_bytes, "{checkpointed}: {fwd:?}");
+        assert_eq!(
+            fwd[1],
+            2 * param_bytes,
+            "the second step sees the moments: {fwd:?}"
+        );
+        assert!(fwd[3] > 0, "activations: {fwd:?}");
+        if checkpointed {
+            assert_eq!(fwd[4], 0, "checkpointed blocks keep no attention: {fwd:?}");
+        } else {
+            // Each block keeps q, k, v and the attention matrix: 3·B·T·C + B·H·T² floats,
+            // plus its output.
+            let per_block = 4 * (3 * 4 * 16 * 32 + 4 * 4 * 16 * 16 + 4 * 16 * 32);
+            assert_eq!(fwd[4], 2 * per_block, "{fwd:?}");
+        }
+        let done = at("step 1: backward done");
+        assert_eq!(
+            done[2], param_bytes,
+            "every gradient, and only those: {done:?}"
+        );
+        assert_eq!(done[4], 0, "{done:?}");
+        let after = at("step 1: optimizer step");
+        assert_eq!((after[0], after[1]), (param_bytes, 2 * param_bytes));
+        println!("{}", timeline::table(&samples));
+    }
 }
 
 /// One step on CUDA agrees with the same step on the host (skipped without a GPU).

@@ -442,6 +442,7 @@ fn memory_timeline(
     let params = model.params();
     let classifier = Classifier {
         params: timeline::ids(&params),
+        param_tensors: params.clone(),
         moments: Default::default(),
         backward_site: None,
         attention_site: None,

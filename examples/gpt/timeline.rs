@@ -70,6 +70,8 @@ pub struct Sample {
 
 /// What tells the kinds apart.
 pub struct Classifier {
+    /// The parameters: their records, and (read at each sample) their gradients'.
+    pub param_tensors: Vec<Tensor>,
     pub params: HashSet<u64>,
     pub moments: HashSet<u64>,
     pub backward_site: Option<(&'static str, u32)>,
@@ -77,13 +79,15 @@ pub struct Classifier {
 }
 
 impl Classifier {
-    fn kind(&self, id: u64, site: &Location<'static>) -> Kind {
+    /// `grads`: the records of the parameters' gradients now (made at the line of
+    /// `backward()`, or inside a checkpoint's own backward pass).
+    fn kind(&self, id: u64, site: &Location<'static>, grads: &HashSet<u64>) -> Kind {
         let at = Some((site.file(), site.line()));
         if self.params.contains(&id) {
             Kind::Parameters
         } else if self.moments.contains(&id) {
             Kind::OptimizerState
-        } else if at == self.backward_site {
+        } else if at == self.backward_site || grads.contains(&id) {
             Kind::Gradients
         } else if at == self.attention_site {
             Kind::Attention
@@ -122,12 +126,18 @@ impl Recorder {
         let c = self.classifier.lock().unwrap_or_else(|e| e.into_inner());
         let mut bytes = [0usize; 6];
         let dev = self.device.label();
+        let grads = ids(c
+            .param_tensors
+            .iter()
+            .filter_map(Tensor::grad)
+            .collect::<Vec<_>>()
+            .iter());
         for t in report_live() {
             let r = &t.record;
             if r.device() != dev {
                 continue;
             }
-            let k = c.kind(r.id(), r.site());
+            let k = c.kind(r.id(), r.site(), &grads);
             bytes[Kind::ALL.iter().position(|x| *x == k).unwrap_or(5)] += r.bytes();
         }
         let st = self.device.allocator().stats();
