@@ -13,7 +13,6 @@ use std::ops::{Add, AddAssign, Div, Mul, Neg, Sub};
 use super::super::{DType, Element, Tensor, TensorError};
 use super::broadcast::Broadcast;
 use super::elementwise::{BinaryOp, UnaryOp};
-use super::strided::CopyPlan;
 
 /// The float element types the host kernels compute in.
 pub(crate) trait Float:
@@ -475,87 +474,6 @@ pub(crate) unsafe fn softmax_backward(
     })
 }
 
-/// The class index of each row, checked against `cols`.
-pub(crate) fn targets(
-    op: &'static str,
-    t: &Tensor,
-    cols: usize,
-) -> Result<Vec<usize>, TensorError> {
-    let raw: Vec<i64> = match t.dtype() {
-        // SAFETY: a host tensor of that type, only read.
-        DType::I64 => unsafe { slice::<i64>(t) }.to_vec(),
-        // SAFETY: as above.
-        DType::I32 => unsafe { slice::<i32>(t) }
-            .iter()
-            .map(|&v| v as i64)
-            .collect(),
-        other => {
-            return Err(TensorError::Unsupported(format!(
-                "{op}: targets must be i64 or i32, not {other}"
-            )));
-        }
-    };
-    raw.into_iter()
-        .enumerate()
-        .map(|(i, v)| {
-            if v < 0 || v as usize >= cols {
-                Err(TensorError::InvalidArgument {
-                    op,
-                    reason: format!("target {v} of row {i} is not a class index in 0..{cols}"),
-                })
-            } else {
-                Ok(v as usize)
-            }
-        })
-        .collect()
-}
-
-/// `out = -mean_i logp[i, t_i]` (a scalar).
-///
-/// # Safety
-/// See the module documentation.
-pub(crate) unsafe fn nll(
-    out: &Tensor,
-    logp: &Tensor,
-    targets: &[usize],
-    cols: usize,
-) -> Result<(), TensorError> {
-    with_float!(out.dtype(), T => {
-        // SAFETY: a fresh output and its input.
-        let (o, lp) = unsafe { (slice_mut::<T>(out), slice::<T>(logp)) };
-        let rows = targets.len();
-        let s: f64 = targets.iter().enumerate().map(|(i, &t)| lp[i * cols + t].to_f64()).sum();
-        o[0] = T::of(if rows == 0 { f64::NAN } else { -s / rows as f64 });
-        Ok(())
-    })
-}
-
-/// Backward of [`nll`]: `out[i, j] = -g / rows` where `j == t_i`, else 0.
-///
-/// # Safety
-/// See the module documentation.
-pub(crate) unsafe fn nll_backward(
-    out: &Tensor,
-    g: &Tensor,
-    targets: &[usize],
-    cols: usize,
-) -> Result<(), TensorError> {
-    with_float!(out.dtype(), T => {
-        // SAFETY: a fresh output and the scalar gradient.
-        let (o, g) = unsafe { (slice_mut::<T>(out), slice::<T>(g)) };
-        o.fill(T::ZERO);
-        let rows = targets.len();
-        if rows == 0 {
-            return Ok(());
-        }
-        let v = -g[0] / T::of(rows as f64);
-        for (i, &t) in targets.iter().enumerate() {
-            o[i * cols + t] = v;
-        }
-        Ok(())
-    })
-}
-
 /// `c = A @ B` for the `m×k` matrix `A` whose element `(i, l)` is at
 /// `a.addr() + i·rsa + l·csa` elements, `B` (`k×n`) likewise, and `c` a fresh
 /// contiguous `m×n` tensor. Any strides: views (transposed, narrowed) are read in place.
@@ -598,104 +516,11 @@ pub(crate) unsafe fn matmul(
     })
 }
 
-/// `dst = src` element for element following a copy plan (the strides of both), for
-/// any dtype (elements are moved as 1-, 2-, 4- or 8-byte words).
-///
-/// # Safety
-/// See the module documentation; `dst` and `src` do not overlap and the plan's strides
-/// keep every element inside them.
-pub(crate) unsafe fn strided_copy(
-    dst: &Tensor,
-    src: &Tensor,
-    plan: &CopyPlan,
-) -> Result<(), TensorError> {
-    let (d, s) = (dst.addr().0, src.addr().0);
-    // SAFETY: the caller's promise; host addresses of elements are aligned to their size.
-    unsafe {
-        match dst.dtype().size() {
-            1 => copy_words::<u8>(d as *mut u8, s as *const u8, plan),
-            2 => copy_words::<u16>(d as *mut u16, s as *const u16, plan),
-            4 => copy_words::<u32>(d as *mut u32, s as *const u32, plan),
-            8 => copy_words::<u64>(d as *mut u64, s as *const u64, plan),
-            other => {
-                return Err(TensorError::Unsupported(format!(
-                    "strided copy of {other}-byte elements"
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The loop of [`strided_copy`]: the innermost dimension in a loop, the outer ones
-/// advanced like an odometer.
-///
-/// # Safety
-/// As [`strided_copy`].
-unsafe fn copy_words<E: Copy>(d: *mut E, s: *const E, plan: &CopyPlan) {
-    let nd = plan.dims.len();
-    let (inner, id, is) = (plan.dims[nd - 1], plan.dst[nd - 1], plan.src[nd - 1]);
-    let outer: usize = plan.dims[..nd - 1].iter().product();
-    let mut idx = vec![0usize; nd];
-    let (mut od, mut os) = (0usize, 0usize);
-    for _ in 0..outer {
-        for j in 0..inner {
-            // SAFETY: the plan keeps every offset inside its tensor.
-            unsafe { *d.add(od + j * id) = *s.add(os + j * is) };
-        }
-        let mut k = nd - 1;
-        while k > 0 {
-            k -= 1;
-            idx[k] += 1;
-            od += plan.dst[k];
-            os += plan.src[k];
-            if idx[k] < plan.dims[k] {
-                break;
-            }
-            od -= plan.dst[k] * plan.dims[k];
-            os -= plan.src[k] * plan.dims[k];
-            idx[k] = 0;
-        }
-    }
-}
-
-/// One AdamW step in place (decoupled weight decay, bias-corrected moments).
-///
-/// # Safety
-/// See the module documentation; the four tensors are distinct.
-pub(crate) unsafe fn adamw(
-    p: &Tensor,
-    g: &Tensor,
-    m: &Tensor,
-    v: &Tensor,
-    h: super::optim::AdamWStep,
-) -> Result<(), TensorError> {
-    let super::optim::AdamWStep {
-        lr,
-        beta1,
-        beta2,
-        eps,
-        weight_decay,
-        bias1,
-        bias2,
-    } = h;
-    with_float!(p.dtype(), T => {
-        // SAFETY: four distinct host tensors of one length and type.
-        let (p, g, m, v) = unsafe { (slice_mut::<T>(p), slice::<T>(g), slice_mut::<T>(m), slice_mut::<T>(v)) };
-        let (b1, b2) = (T::of(beta1), T::of(beta2));
-        let decay = T::of(1.0 - lr * weight_decay);
-        let step = T::of(lr / bias1);
-        let bias2_sqrt = T::of(bias2.sqrt());
-        let eps = T::of(eps);
-        for i in 0..p.len() {
-            let gi = g[i];
-            m[i] = b1 * m[i] + (T::ONE - b1) * gi;
-            v[i] = b2 * v[i] + (T::ONE - b2) * gi * gi;
-            let denom = v[i].sqrt() / bias2_sqrt + eps;
-            p[i] = p[i] * decay - step * m[i] / denom;
-        }
-        Ok(())
-    })
-}
-
+mod copy;
+mod loss;
 pub(crate) mod nn;
+mod optim;
+
+pub(crate) use copy::strided_copy;
+pub(crate) use loss::{nll, nll_backward, targets};
+pub(crate) use optim::adamw;
