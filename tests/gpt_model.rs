@@ -28,6 +28,13 @@ use gpuscope::{Device, Tensor, TensorError};
 use data::{Batches, DataError, MarkovChain};
 use model::{Config, Gpt};
 
+/// Tests that make the model's tensors take turns: tracking records are global, and the
+/// timeline counts the live tensors of every host device (their labels are alike).
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// A host device of its own (its allocator's statistics are this test's alone).
 fn private_host() -> Device {
     Device::with_backend(Arc::new(HostBackend::new()), AllocConfig::default()).unwrap()
@@ -51,6 +58,7 @@ const SMALL: Config = Config {
 
 #[test]
 fn a_two_layer_model_learns_the_chain_to_near_its_entropy_floor() {
+    let _turn = serial();
     let dev = private_host();
     let chain = MarkovChain::new(SMALL.vocab, 0);
     let tokens = chain.sample(100_000, 1);
@@ -94,6 +102,7 @@ fn a_two_layer_model_learns_the_chain_to_near_its_entropy_floor() {
 
 #[test]
 fn checkpointing_gives_the_same_loss_and_gradients() {
+    let _turn = serial();
     let dev = private_host();
     let tokens = MarkovChain::new(SMALL.vocab, 3).sample(10_000, 4);
     let model = Gpt::new(SMALL, &dev, 5).unwrap();
@@ -209,6 +218,7 @@ fn the_chain_matches_its_empirical_entropy() {
 
 #[test]
 fn out_of_memory_in_a_step_names_sites_and_leaves_only_the_model() {
+    let _turn = serial();
     let dev = private_host();
     gpuscope::scope::set_tracking(true);
     let cfg = Config {
@@ -259,6 +269,7 @@ fn out_of_memory_in_a_step_names_sites_and_leaves_only_the_model() {
 
 #[test]
 fn the_timeline_tells_parameters_state_gradients_activations_and_attention_apart() {
+    let _turn = serial();
     gpuscope::scope::set_tracking(true);
     for checkpointed in [false, true] {
         let dev = private_host();
@@ -340,6 +351,7 @@ fn the_timeline_tells_parameters_state_gradients_activations_and_attention_apart
 #[cfg(feature = "cuda")]
 #[test]
 fn a_cuda_step_agrees_with_the_host() {
+    let _turn = serial();
     if let Some(reason) = gpuscope::backend::cuda::unavailable_reason() {
         println!("skipped: {reason}");
         return;
