@@ -57,7 +57,7 @@
 //! assert!(x.grad().is_none()); // x does not require grad
 //! ```
 //!
-//! Where things live: `engine` (the backward pass), `checkpoint` ([`checkpoint`]:
+//! Where things live: `engine` (the backward pass), `checkpoint` ([`checkpoint()`]:
 //! activation checkpointing, a function run again during `backward()` instead of
 //! keeping its activations), `hook` ([`on_backward`]: a callback with the gradient at a
 //! point of the backward pass). The tensor core holds a node behind its `GradFn` trait

@@ -10,7 +10,7 @@
 //! Views (PyTorch's semantics): `transpose`/`t`, `transpose_dims`, `permute`, `narrow`,
 //! `view` and (on contiguous tensors) `reshape` share storage and allocate nothing.
 //! Every operation accepts non-contiguous views and gives the results it gives on
-//! their [`contiguous`](Tensor::contiguous) copies:
+//! their [`contiguous`](crate::Tensor::contiguous) copies:
 //! - read in place, through their strides: `matmul`/`matmul_t` (a transposed or
 //!   narrowed view is a flag and a leading dimension for `matrixmultiply` or cuBLAS;
 //!   on CUDA an operand whose rows and columns are both strided is gathered), the binary
@@ -25,11 +25,11 @@
 //!
 //! Every in-place operation (those above, `copy_from`, the optimizers' updates,
 //! autograd's accumulation into an existing `.grad`) adds one to the
-//! [version](Tensor::version) of the storage it writes, whichever view it writes
+//! [version](crate::Tensor::version) of the storage it writes, whichever view it writes
 //! through; autograd refuses to run a backward step whose saved tensors have changed
 //! since they were saved. Operations that make new tensors leave them at version 0.
 //!
-//! Where things live (each module adds its operations to [`Tensor`]; the kernels they
+//! Where things live (each module adds its operations to [`Tensor`](crate::Tensor); the kernels they
 //! run are in `tensor::compute`, which records nothing):
 //! - `arithmetic`: `add`/`sub`/`mul`/`div` with broadcasting, `add_scalar`, `mul_scalar`.
 //! - `activation`: `neg`, `relu`, `gelu` (tanh approximation), `gelu_erf` (exact, as
@@ -41,7 +41,7 @@
 //!   over the last axis.
 //! - `loss`: `cross_entropy` (logits `[n, c]`, `i64` or `i32` targets `[n]`),
 //!   `nll_loss`, `mse_loss`. A target outside `0..c` is an
-//!   [`InvalidArgument`](TensorError::InvalidArgument) error: on the host from the call
+//!   [`InvalidArgument`](crate::TensorError::InvalidArgument) error: on the host from the call
 //!   itself; on CUDA (where the targets are on the GPU, and checking at the call would
 //!   wait for it) the kernel makes that row's loss NaN (its gradient zero), records the
 //!   row, target and class count in the device's error record, and the next read-back
@@ -61,7 +61,7 @@
 //!   one autograd node).
 //!
 //! Supported element types: `f32` and `f64` on both devices. Other dtypes give
-//! [`TensorError::Unsupported`].
+//! [`TensorError::Unsupported`](crate::TensorError::Unsupported).
 //!
 //! ```
 //! use gpuscope_runtime::{Device, Tensor};

@@ -4,7 +4,7 @@
 //! A tensor is a strided view of its storage (as in PyTorch): a shape, strides in
 //! elements ([`Tensor::strides`]) and a storage offset ([`Tensor::storage_offset`]).
 //! Every tensor an operation or a constructor makes is contiguous (row-major);
-//! [views](ops) such as [`Tensor::transpose`], [`Tensor::permute`] or
+//! [views](crate::ops) such as [`Tensor::transpose`], [`Tensor::permute`] or
 //! [`Tensor::narrow`] share the storage under other strides and allocate nothing, and
 //! [`Tensor::contiguous`] makes a contiguous copy when one is needed. Views share the
 //! storage's version counter too ([`Tensor::version`]): an in-place write through any

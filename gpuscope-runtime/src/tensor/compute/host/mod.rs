@@ -115,7 +115,7 @@ pub(crate) unsafe fn slice<T: Element>(t: &Tensor) -> &[T] {
 /// The elements of a host tensor, writable.
 ///
 /// # Safety
-/// As [`slice`], and nothing else reads or writes it meanwhile.
+/// As [`slice()`], and nothing else reads or writes it meanwhile.
 #[allow(clippy::mut_from_ref)]
 pub(crate) unsafe fn slice_mut<T: Element>(t: &Tensor) -> &mut [T] {
     debug_assert_eq!(t.dtype(), T::DTYPE);
