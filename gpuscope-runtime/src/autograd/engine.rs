@@ -6,14 +6,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::grad::GradModeGuard;
-use crate::tensor::ops::{self, Site};
-use crate::tensor::{Tensor, TensorError};
+use crate::tensor::compute::{self as ops, Site};
+use crate::tensor::{GradFn, Tensor, TensorError};
 
-use super::{Edge, Node, check_saved_versions};
-
-fn key(n: &Arc<Node>) -> *const Node {
-    Arc::as_ptr(n)
-}
+use super::{Edge, check_saved_versions, key, node_of};
 
 pub(crate) fn backward(
     root: &Tensor,
@@ -55,13 +51,13 @@ pub(crate) fn backward(
     }
 }
 
-fn run(root: Arc<Node>, seed: Tensor, site: Site) -> Result<(), TensorError> {
+fn run(root: Arc<dyn GradFn>, seed: Tensor, site: Site) -> Result<(), TensorError> {
     // How many recorded consumers each node's output has.
-    let mut deps: HashMap<*const Node, usize> = HashMap::new();
-    let mut seen: HashSet<*const Node> = HashSet::from([key(&root)]);
+    let mut deps: HashMap<*const (), usize> = HashMap::new();
+    let mut seen: HashSet<*const ()> = HashSet::from([key(&root)]);
     let mut stack = vec![root.clone()];
     while let Some(n) = stack.pop() {
-        for e in &n.edges {
+        for e in &node_of(&n).edges {
             if let Edge::Node(c) = e {
                 *deps.entry(key(c)).or_default() += 1;
                 if seen.insert(key(c)) {
@@ -72,18 +68,19 @@ fn run(root: Arc<Node>, seed: Tensor, site: Site) -> Result<(), TensorError> {
     }
     drop(seen);
 
-    let mut grads: HashMap<*const Node, Tensor> = HashMap::new();
+    let mut grads: HashMap<*const (), Tensor> = HashMap::new();
     // Nodes whose consumers have all run, with their gradient (`None`: none reached
     // them; their saved tensors are freed all the same).
-    let mut ready: Vec<(Arc<Node>, Option<Tensor>)> = vec![(root, Some(seed))];
-    while let Some((node, grad)) = ready.pop() {
+    let mut ready: Vec<(Arc<dyn GradFn>, Option<Tensor>)> = vec![(root, Some(seed))];
+    while let Some((handle, grad)) = ready.pop() {
+        let node = node_of(&handle);
         // The views listed for `for_each_graph_tensor` go with the step; first, the
         // step's inputs must be what they were when it was recorded. A failed check
         // frees nothing: the node (and what it saved) goes with the graph.
         let saved = {
             let mut listed = node.saved.lock().unwrap_or_else(|e| e.into_inner());
             if grad.is_some() {
-                check_saved_versions(&node, &listed)?;
+                check_saved_versions(node, &listed)?;
             }
             std::mem::take(&mut *listed)
         };

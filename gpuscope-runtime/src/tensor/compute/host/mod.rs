@@ -13,7 +13,6 @@ use std::ops::{Add, AddAssign, Div, Mul, Neg, Sub};
 use super::super::{DType, Element, Tensor, TensorError};
 use super::broadcast::Broadcast;
 use super::elementwise::{BinaryOp, UnaryOp};
-use super::strided::CopyPlan;
 
 /// The float element types the host kernels compute in.
 pub(crate) trait Float:
@@ -30,7 +29,9 @@ pub(crate) trait Float:
     const ONE: Self;
     fn of(v: f64) -> Self;
     fn tanh(self) -> Self;
-    /// `c = alpha * op(a) @ op(b) + beta * c` with row and column strides.
+    fn erf(self) -> Self;
+    fn exp(self) -> Self;
+    /// `c = alpha * op(a) @ op(b)` with row and column strides.
     ///
     /// # Safety
     /// The pointers and strides describe valid `m×k`, `k×n` and `m×n` matrices.
@@ -39,6 +40,7 @@ pub(crate) trait Float:
         m: usize,
         k: usize,
         n: usize,
+        alpha: Self,
         a: *const Self,
         rsa: isize,
         csa: isize,
@@ -52,7 +54,7 @@ pub(crate) trait Float:
 }
 
 macro_rules! float {
-    ($t:ty, $gemm:path) => {
+    ($t:ty, $gemm:path, $erf:path) => {
         impl Float for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -64,10 +66,19 @@ macro_rules! float {
             fn tanh(self) -> Self {
                 <$t>::tanh(self)
             }
+            #[inline]
+            fn erf(self) -> Self {
+                $erf(self)
+            }
+            #[inline]
+            fn exp(self) -> Self {
+                <$t>::exp(self)
+            }
             unsafe fn gemm(
                 m: usize,
                 k: usize,
                 n: usize,
+                alpha: Self,
                 a: *const Self,
                 rsa: isize,
                 csa: isize,
@@ -79,13 +90,13 @@ macro_rules! float {
                 csc: isize,
             ) {
                 // SAFETY: the caller's promise.
-                unsafe { $gemm(m, k, n, 1.0, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
+                unsafe { $gemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
             }
         }
     };
 }
-float!(f32, matrixmultiply::sgemm);
-float!(f64, matrixmultiply::dgemm);
+float!(f32, matrixmultiply::sgemm, libm::erff);
+float!(f64, matrixmultiply::dgemm, libm::erf);
 
 /// The elements of a host tensor.
 ///
@@ -104,7 +115,7 @@ pub(crate) unsafe fn slice<T: Element>(t: &Tensor) -> &[T] {
 /// The elements of a host tensor, writable.
 ///
 /// # Safety
-/// As [`slice`], and nothing else reads or writes it meanwhile.
+/// As [`slice()`], and nothing else reads or writes it meanwhile.
 #[allow(clippy::mut_from_ref)]
 pub(crate) unsafe fn slice_mut<T: Element>(t: &Tensor) -> &mut [T] {
     debug_assert_eq!(t.dtype(), T::DTYPE);
@@ -166,10 +177,18 @@ pub(crate) unsafe fn binary(
         if total == 0 {
             return Ok(());
         }
+        // `expand` (Right) never reads `a`: it may be the uninitialised output itself.
+        let read_a = op != BinaryOp::Right;
+        let at = |p: *const T, i: usize| if read_a {
+            // SAFETY: the caller keeps every offset of the plan inside `a`.
+            unsafe { *p.add(i) }
+        } else {
+            T::ZERO
+        };
         if plan.is_elementwise() {
             for i in 0..total {
                 // SAFETY: i < numel of all three (same shape).
-                unsafe { *o.add(i) = apply::<T>(op, *pa.add(i), *pb.add(i)) };
+                unsafe { *o.add(i) = apply::<T>(op, at(pa, i), *pb.add(i)) };
             }
             return Ok(());
         }
@@ -182,7 +201,7 @@ pub(crate) unsafe fn binary(
         while written < total {
             for j in 0..inner {
                 // SAFETY: the plan keeps every offset inside its operand.
-                unsafe { *o.add(written + j) = apply::<T>(op, *pa.add(offa + j * ia), *pb.add(offb + j * ib)) };
+                unsafe { *o.add(written + j) = apply::<T>(op, at(pa, offa + j * ia), *pb.add(offb + j * ib)) };
             }
             written += inner;
             // Advance the outer dimensions like an odometer.
@@ -219,8 +238,9 @@ pub(crate) unsafe fn scalar(
         let (o, pa) = (out.addr().0 as *mut T, a.addr().0 as *const T);
         let s = T::of(s);
         for i in 0..out.numel() {
-            // SAFETY: same length; element-for-element aliasing only.
-            unsafe { *o.add(i) = apply::<T>(op, *pa.add(i), s) };
+            // SAFETY: same length; element-for-element aliasing only. A fill never reads
+            // `a` (it may be the uninitialised output).
+            unsafe { *o.add(i) = if op == BinaryOp::Right { s } else { apply::<T>(op, *pa.add(i), s) } };
         }
         Ok(())
     })
@@ -251,6 +271,24 @@ fn gelu<T: Float>(x: T) -> T {
     T::of(0.5) * x * (T::ONE + inner.tanh())
 }
 
+/// `1/√2` and `1/√(2π)`.
+const FRAC_1_SQRT_2: f64 = std::f64::consts::FRAC_1_SQRT_2;
+const FRAC_1_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
+
+/// Exact GELU: `x·Φ(x)`.
+#[inline]
+pub(crate) fn gelu_erf<T: Float>(x: T) -> T {
+    T::of(0.5) * x * (T::ONE + (x * T::of(FRAC_1_SQRT_2)).erf())
+}
+
+/// `d/dx x·Φ(x) = Φ(x) + x·φ(x)`.
+#[inline]
+pub(crate) fn gelu_erf_grad<T: Float>(x: T) -> T {
+    let cdf = T::of(0.5) * (T::ONE + (x * T::of(FRAC_1_SQRT_2)).erf());
+    let pdf = (T::of(-0.5) * x * x).exp() * T::of(FRAC_1_SQRT_2PI);
+    cdf + x * pdf
+}
+
 #[inline]
 fn gelu_grad<T: Float>(x: T) -> T {
     let inner = T::of(SQRT_2_OVER_PI) * (x + T::of(GELU_C) * x * x * x);
@@ -272,6 +310,7 @@ pub(crate) unsafe fn unary(op: UnaryOp, out: &Tensor, a: &Tensor) -> Result<(), 
                 UnaryOp::Neg => -x,
                 UnaryOp::Relu => if x > T::ZERO { x } else { T::ZERO },
                 UnaryOp::Gelu => gelu(x),
+                UnaryOp::GeluErf => gelu_erf(x),
                 UnaryOp::Exp => x.exp(),
                 UnaryOp::Log => x.ln(),
                 UnaryOp::Sqrt => x.sqrt(),
@@ -298,6 +337,7 @@ pub(crate) unsafe fn unary_backward(
             *o = match op {
                 UnaryOp::Relu => if x > T::ZERO { g } else { T::ZERO },
                 UnaryOp::Gelu => g * gelu_grad(x),
+                UnaryOp::GeluErf => g * gelu_erf_grad(x),
                 UnaryOp::Log => g / x,
                 UnaryOp::Sqrt => g / (T::of(2.0) * x.sqrt()),
                 UnaryOp::Neg => -g,
@@ -434,87 +474,6 @@ pub(crate) unsafe fn softmax_backward(
     })
 }
 
-/// The class index of each row, checked against `cols`.
-pub(crate) fn targets(
-    op: &'static str,
-    t: &Tensor,
-    cols: usize,
-) -> Result<Vec<usize>, TensorError> {
-    let raw: Vec<i64> = match t.dtype() {
-        // SAFETY: a host tensor of that type, only read.
-        DType::I64 => unsafe { slice::<i64>(t) }.to_vec(),
-        // SAFETY: as above.
-        DType::I32 => unsafe { slice::<i32>(t) }
-            .iter()
-            .map(|&v| v as i64)
-            .collect(),
-        other => {
-            return Err(TensorError::Unsupported(format!(
-                "{op}: targets must be i64 or i32, not {other}"
-            )));
-        }
-    };
-    raw.into_iter()
-        .enumerate()
-        .map(|(i, v)| {
-            if v < 0 || v as usize >= cols {
-                Err(TensorError::InvalidArgument {
-                    op,
-                    reason: format!("target {v} of row {i} is not a class index in 0..{cols}"),
-                })
-            } else {
-                Ok(v as usize)
-            }
-        })
-        .collect()
-}
-
-/// `out = -mean_i logp[i, t_i]` (a scalar).
-///
-/// # Safety
-/// See the module documentation.
-pub(crate) unsafe fn nll(
-    out: &Tensor,
-    logp: &Tensor,
-    targets: &[usize],
-    cols: usize,
-) -> Result<(), TensorError> {
-    with_float!(out.dtype(), T => {
-        // SAFETY: a fresh output and its input.
-        let (o, lp) = unsafe { (slice_mut::<T>(out), slice::<T>(logp)) };
-        let rows = targets.len();
-        let s: f64 = targets.iter().enumerate().map(|(i, &t)| lp[i * cols + t].to_f64()).sum();
-        o[0] = T::of(if rows == 0 { f64::NAN } else { -s / rows as f64 });
-        Ok(())
-    })
-}
-
-/// Backward of [`nll`]: `out[i, j] = -g / rows` where `j == t_i`, else 0.
-///
-/// # Safety
-/// See the module documentation.
-pub(crate) unsafe fn nll_backward(
-    out: &Tensor,
-    g: &Tensor,
-    targets: &[usize],
-    cols: usize,
-) -> Result<(), TensorError> {
-    with_float!(out.dtype(), T => {
-        // SAFETY: a fresh output and the scalar gradient.
-        let (o, g) = unsafe { (slice_mut::<T>(out), slice::<T>(g)) };
-        o.fill(T::ZERO);
-        let rows = targets.len();
-        if rows == 0 {
-            return Ok(());
-        }
-        let v = -g[0] / T::of(rows as f64);
-        for (i, &t) in targets.iter().enumerate() {
-            o[i * cols + t] = v;
-        }
-        Ok(())
-    })
-}
-
 /// `c = A @ B` for the `m×k` matrix `A` whose element `(i, l)` is at
 /// `a.addr() + i·rsa + l·csa` elements, `B` (`k×n`) likewise, and `c` a fresh
 /// contiguous `m×n` tensor. Any strides: views (transposed, narrowed) are read in place.
@@ -541,6 +500,7 @@ pub(crate) unsafe fn matmul(
                 m,
                 k,
                 n,
+                T::ONE,
                 a.addr().0 as *const T,
                 rsa as isize,
                 csa as isize,
@@ -556,102 +516,11 @@ pub(crate) unsafe fn matmul(
     })
 }
 
-/// `dst = src` element for element following a copy plan (the strides of both), for
-/// any dtype (elements are moved as 1-, 2-, 4- or 8-byte words).
-///
-/// # Safety
-/// See the module documentation; `dst` and `src` do not overlap and the plan's strides
-/// keep every element inside them.
-pub(crate) unsafe fn strided_copy(
-    dst: &Tensor,
-    src: &Tensor,
-    plan: &CopyPlan,
-) -> Result<(), TensorError> {
-    let (d, s) = (dst.addr().0, src.addr().0);
-    // SAFETY: the caller's promise; host addresses of elements are aligned to their size.
-    unsafe {
-        match dst.dtype().size() {
-            1 => copy_words::<u8>(d as *mut u8, s as *const u8, plan),
-            2 => copy_words::<u16>(d as *mut u16, s as *const u16, plan),
-            4 => copy_words::<u32>(d as *mut u32, s as *const u32, plan),
-            8 => copy_words::<u64>(d as *mut u64, s as *const u64, plan),
-            other => {
-                return Err(TensorError::Unsupported(format!(
-                    "strided copy of {other}-byte elements"
-                )));
-            }
-        }
-    }
-    Ok(())
-}
+mod copy;
+mod loss;
+pub(crate) mod nn;
+mod optim;
 
-/// The loop of [`strided_copy`]: the innermost dimension in a loop, the outer ones
-/// advanced like an odometer.
-///
-/// # Safety
-/// As [`strided_copy`].
-unsafe fn copy_words<E: Copy>(d: *mut E, s: *const E, plan: &CopyPlan) {
-    let nd = plan.dims.len();
-    let (inner, id, is) = (plan.dims[nd - 1], plan.dst[nd - 1], plan.src[nd - 1]);
-    let outer: usize = plan.dims[..nd - 1].iter().product();
-    let mut idx = vec![0usize; nd];
-    let (mut od, mut os) = (0usize, 0usize);
-    for _ in 0..outer {
-        for j in 0..inner {
-            // SAFETY: the plan keeps every offset inside its tensor.
-            unsafe { *d.add(od + j * id) = *s.add(os + j * is) };
-        }
-        let mut k = nd - 1;
-        while k > 0 {
-            k -= 1;
-            idx[k] += 1;
-            od += plan.dst[k];
-            os += plan.src[k];
-            if idx[k] < plan.dims[k] {
-                break;
-            }
-            od -= plan.dst[k] * plan.dims[k];
-            os -= plan.src[k] * plan.dims[k];
-            idx[k] = 0;
-        }
-    }
-}
-
-/// One AdamW step in place (decoupled weight decay, bias-corrected moments).
-///
-/// # Safety
-/// See the module documentation; the four tensors are distinct.
-pub(crate) unsafe fn adamw(
-    p: &Tensor,
-    g: &Tensor,
-    m: &Tensor,
-    v: &Tensor,
-    h: super::AdamWStep,
-) -> Result<(), TensorError> {
-    let super::AdamWStep {
-        lr,
-        beta1,
-        beta2,
-        eps,
-        weight_decay,
-        bias1,
-        bias2,
-    } = h;
-    with_float!(p.dtype(), T => {
-        // SAFETY: four distinct host tensors of one length and type.
-        let (p, g, m, v) = unsafe { (slice_mut::<T>(p), slice::<T>(g), slice_mut::<T>(m), slice_mut::<T>(v)) };
-        let (b1, b2) = (T::of(beta1), T::of(beta2));
-        let decay = T::of(1.0 - lr * weight_decay);
-        let step = T::of(lr / bias1);
-        let bias2_sqrt = T::of(bias2.sqrt());
-        let eps = T::of(eps);
-        for i in 0..p.len() {
-            let gi = g[i];
-            m[i] = b1 * m[i] + (T::ONE - b1) * gi;
-            v[i] = b2 * v[i] + (T::ONE - b2) * gi * gi;
-            let denom = v[i].sqrt() / bias2_sqrt + eps;
-            p[i] = p[i] * decay - step * m[i] / denom;
-        }
-        Ok(())
-    })
-}
+pub(crate) use copy::strided_copy;
+pub(crate) use loss::{nll, nll_backward, targets};
+pub(crate) use optim::adamw;

@@ -18,37 +18,11 @@
 use std::panic::Location;
 
 use crate::autograd::{record, should_record};
-
-use super::elementwise::zero_raw;
-use super::strided::{contiguous_raw, strided_copy};
-use super::{Site, Tensor, TensorError, alloc_like, axis_index};
-
-/// Checks that `shape` holds as many elements as `t`.
-fn check_numel(op: &'static str, t: &Tensor, shape: &[usize]) -> Result<(), TensorError> {
-    let n: usize = shape.iter().product();
-    if n != t.numel() {
-        return Err(TensorError::InvalidArgument {
-            op,
-            reason: format!(
-                "shape {shape:?} holds {n} elements; the tensor {:?} has {}",
-                t.shape(),
-                t.numel()
-            ),
-        });
-    }
-    Ok(())
-}
-
-/// `t` under `shape` (as many elements), nothing recorded: a view when `t` is
-/// contiguous, else a contiguous copy under `shape`.
-pub(crate) fn reshape_raw(t: &Tensor, shape: &[usize], site: Site) -> Result<Tensor, TensorError> {
-    check_numel("reshape", t, shape)?;
-    if t.shape() == shape {
-        return Ok(t.alias(None));
-    }
-    let dense = contiguous_raw(t, site)?;
-    Ok(dense.view_with(shape.to_vec(), None))
-}
+use crate::tensor::compute::elementwise::zero_raw;
+use crate::tensor::compute::layout::{check_numel, narrowed, permuted, reshape_raw};
+use crate::tensor::compute::strided::{contiguous_raw, strided_copy};
+use crate::tensor::compute::{Site, alloc_like, axis_index};
+use crate::tensor::{Tensor, TensorError};
 
 /// `reshape` (`copy_ok`) or `view`, recorded.
 fn reshape_at(
@@ -81,14 +55,6 @@ fn reshape_at(
     }))
 }
 
-/// `t` with its dimensions reordered (`perm[i]` is the dimension of `t` that becomes
-/// dimension `i`): a view, nothing recorded.
-fn permuted(t: &Tensor, perm: &[usize]) -> Tensor {
-    let shape = perm.iter().map(|&p| t.shape()[p]).collect();
-    let strides = perm.iter().map(|&p| t.strides()[p]).collect();
-    t.as_strided(shape, strides, t.storage_offset(), None)
-}
-
 /// A permutation view, recorded; its backward step is the inverse permutation's view.
 fn permute_at(
     t: &Tensor,
@@ -107,14 +73,6 @@ fn permute_at(
     Ok(record(out, name, &[t], site, move |g, _, _| {
         Ok(vec![Some(permuted(g, &inverse))])
     }))
-}
-
-/// `t` narrowed to `len` elements from `start` along `dim`: a view, nothing recorded.
-fn narrowed(t: &Tensor, dim: usize, start: usize, len: usize) -> Tensor {
-    let mut shape = t.shape().to_vec();
-    shape[dim] = len;
-    let offset = t.storage_offset() + start * t.strides()[dim];
-    t.as_strided(shape, t.strides().to_vec(), offset, None)
 }
 
 impl Tensor {

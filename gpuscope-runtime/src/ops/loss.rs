@@ -17,43 +17,10 @@
 use std::panic::Location;
 
 use crate::autograd::{record_saving, should_record};
-
-use super::strided::contiguous_raw;
-use super::{Exec, Site, Tensor, TensorError, alloc_like, check_float, exec_of, host};
-use crate::tensor::DType;
-
-/// Checks `[n, c]` scores against `[n]` integer targets; returns `(n, c)`.
-fn check_targets(
-    op: &'static str,
-    scores: &Tensor,
-    targets: &Tensor,
-) -> Result<(usize, usize), TensorError> {
-    check_float(op, scores)?;
-    if scores.device() != targets.device() {
-        return Err(TensorError::DeviceMismatch(
-            scores.device().description(),
-            targets.device().description(),
-        ));
-    }
-    if !matches!(targets.dtype(), DType::I64 | DType::I32) {
-        return Err(TensorError::Unsupported(format!(
-            "{op}: targets must be i64 or i32 class indices, not {}",
-            targets.dtype()
-        )));
-    }
-    if scores.ndim() != 2 || targets.ndim() != 1 || targets.shape()[0] != scores.shape()[0] {
-        return Err(TensorError::ShapeMismatch {
-            op,
-            lhs: scores.shape().to_vec(),
-            rhs: targets.shape().to_vec(),
-            reason: "expected scores [n, classes] and targets [n]".into(),
-        });
-    }
-    if scores.stream() != targets.stream() {
-        targets.record_stream(scores.stream())?;
-    }
-    Ok((scores.shape()[0], scores.shape()[1]))
-}
+use crate::tensor::compute::Site;
+use crate::tensor::compute::elementwise::BinaryOp;
+use crate::tensor::compute::loss::{NllTargets, check_targets, nll_backward_raw, nll_raw};
+use crate::tensor::{Tensor, TensorError};
 
 /// Negative log-likelihood given log-probabilities, mean over rows; `op` is the public
 /// operation (`cross_entropy` or `nll_loss`) that errors name.
@@ -63,46 +30,15 @@ fn nll_at(
     targets: &Tensor,
     site: Site,
 ) -> Result<Tensor, TensorError> {
-    let (rows, cols) = check_targets(op, logp, targets)?;
-    // The kernels read both in order: views are gathered first.
-    let (dense, targets) = (contiguous_raw(logp, site)?, &contiguous_raw(targets, site)?);
-    let out = alloc_like(&[], logp.dtype(), logp, site)?;
-    // Host: the targets are checked and read once, and kept for the backward step.
-    let host_targets = match exec_of(op, logp)? {
-        Exec::Host => {
-            let t = host::targets(op, targets, cols)?;
-            // SAFETY: a fresh scalar output and its contiguous host input.
-            unsafe { host::nll(&out, &dense, &t, cols)? };
-            Some(t)
-        }
-        #[cfg(feature = "cuda")]
-        Exec::Cuda => {
-            super::cuda::nll(
-                super::cuda::LossOp::of(op),
-                &out,
-                &dense,
-                targets,
-                rows,
-                cols,
-                site,
-            )?;
-            None
-        }
-    };
-    drop(dense);
+    let (out, kept) = nll_raw(op, logp, targets, site)?;
     if !should_record(&[logp]) {
         return Ok(out);
     }
-    let targets = targets.clone();
     let shape = logp.shape().to_vec();
-    // The gradient's device, stream and dtype (holding `logp` itself would keep it alive).
-    let (device, stream, dtype) = (logp.device().clone(), logp.stream(), logp.dtype());
     // On CUDA the targets stay on the device until the backward step.
-    let listed = host_targets.is_none().then(|| targets.clone());
-    let targets = if host_targets.is_none() {
-        Some(targets)
-    } else {
-        None
+    let listed = match &kept {
+        NllTargets::Device(t) => Some(t.clone()),
+        NllTargets::Host(_) => None,
     };
     Ok(record_saving(
         out,
@@ -110,33 +46,7 @@ fn nll_at(
         &[logp],
         listed,
         site,
-        move |g, _, site| {
-            let grad = Tensor::empty_at(&shape, dtype, &device, stream, site)?;
-            match &host_targets {
-                // SAFETY: a fresh output and the scalar gradient, on the host.
-                Some(t) => unsafe { host::nll_backward(&grad, g, t, cols)? },
-                #[cfg(feature = "cuda")]
-                None => match &targets {
-                    Some(t) => super::cuda::nll_backward(
-                        super::cuda::LossOp::of(op),
-                        &grad,
-                        g,
-                        t,
-                        rows,
-                        cols,
-                    )?,
-                    None => return Err(TensorError::Autograd(format!("{op} lost its targets"))),
-                },
-                #[cfg(not(feature = "cuda"))]
-                None => {
-                    let _ = (&targets, rows);
-                    return Err(TensorError::Unsupported(
-                        "nll_loss backward without host targets".into(),
-                    ));
-                }
-            }
-            Ok(vec![Some(grad)])
-        },
+        move |g, _, site| Ok(vec![Some(nll_backward_raw(op, g, &shape, &kept, site)?)]),
     ))
 }
 
@@ -195,8 +105,8 @@ impl Tensor {
                 reason: "prediction and target must have one shape".into(),
             });
         }
-        let d = super::elementwise::binary_at(super::BinaryOp::Sub, self, target, site)?;
-        let sq = super::elementwise::binary_at(super::BinaryOp::Mul, &d, &d, site)?;
+        let d = super::arithmetic::binary_at(BinaryOp::Sub, self, target, site)?;
+        let sq = super::arithmetic::binary_at(BinaryOp::Mul, &d, &d, site)?;
         drop(d);
         super::reduce::mean_at(&sq, site)
     }

@@ -1,4 +1,4 @@
-//! Matrix products of 2-D tensors, either operand optionally transposed on the fly (no
+//! Matrix products of 2-D tensors, recording nothing, either operand optionally transposed on the fly (no
 //! copy): the host through `matrixmultiply`, CUDA through cuBLAS.
 //!
 //! Operands may be views: a transposed view (`w.t()`) or a narrowed one is read in
@@ -7,10 +7,6 @@
 //! other stride), which every transposed or narrowed view of a contiguous matrix is;
 //! an operand that is neither (a permutation of a larger tensor, say) is gathered
 //! first.
-
-use std::panic::Location;
-
-use crate::autograd::{record_saving, should_record};
 
 use super::{Exec, Site, Tensor, TensorError, alloc_like, check_pair, exec_of, host};
 
@@ -141,88 +137,91 @@ fn blas_operand(t: &Tensor, t_flag: bool, site: Site) -> Result<BlasOperand, Ten
     })
 }
 
-fn matmul_at(
+/// The sizes `[batch, m, k, n]` of `op(a) @ op(b)` over the leading dimensions of 3-D
+/// or higher tensors (equal leading dimensions, no broadcasting).
+fn bmm_dims(a: &Tensor, b: &Tensor, ta: bool, tb: bool) -> Result<[usize; 4], TensorError> {
+    let mismatch = |reason: String| TensorError::ShapeMismatch {
+        op: "bmm",
+        lhs: a.shape().to_vec(),
+        rhs: b.shape().to_vec(),
+        reason,
+    };
+    if a.ndim() < 3 || a.ndim() != b.ndim() {
+        return Err(mismatch(
+            "bmm takes two tensors of matrices [.., rows, cols] with the same leading \
+             dimensions (at least 3-D; use matmul for 2-D)"
+                .into(),
+        ));
+    }
+    let nd = a.ndim();
+    if a.shape()[..nd - 2] != b.shape()[..nd - 2] {
+        return Err(mismatch("the leading (batch) dimensions differ".into()));
+    }
+    let batch: usize = a.shape()[..nd - 2].iter().product();
+    let (ar, ac) = (a.shape()[nd - 2], a.shape()[nd - 1]);
+    let (br, bc) = (b.shape()[nd - 2], b.shape()[nd - 1]);
+    let (m, k) = if ta { (ac, ar) } else { (ar, ac) };
+    let (k2, n) = if tb { (bc, br) } else { (br, bc) };
+    if k != k2 {
+        return Err(mismatch(format!(
+            "inner dimensions differ ({k} against {k2})"
+        )));
+    }
+    Ok([batch, m, k, n])
+}
+
+/// `alpha · op(a) @ op(b)` for each matrix of `a` and `b` (`[.., m, k]` or, when `ta`,
+/// `[.., k, m]`; likewise `b`), nothing recorded: `[.., m, n]`. On CUDA one
+/// strided-batched cuBLAS call; views are gathered first.
+pub(crate) fn bmm_raw(
     a: &Tensor,
     b: &Tensor,
     ta: bool,
     tb: bool,
+    alpha: f64,
     site: Site,
 ) -> Result<Tensor, TensorError> {
-    let out = matmul_raw(a, b, ta, tb, site)?;
-    if !should_record(&[a, b]) {
-        return Ok(out);
-    }
-    let (sa, sb) = (a.detach(), b.detach());
-    Ok(record_saving(
-        out,
-        "matmul",
-        &[a, b],
-        [sa.clone(), sb.clone()],
-        site,
-        move |g, needs, site| {
-            // C = op(A) op(B): dop(A) = G op(B)ᵀ, dop(B) = op(A)ᵀ G; transposed back
-            // where the operand was stored transposed.
-            let ga = if needs[0] {
-                Some(if ta {
-                    matmul_raw(&sb, g, tb, true, site)?
-                } else {
-                    matmul_raw(g, &sb, false, !tb, site)?
-                })
-            } else {
-                None
-            };
-            let gb = if needs[1] {
-                Some(if tb {
-                    matmul_raw(g, &sa, true, ta, site)?
-                } else {
-                    matmul_raw(&sa, g, !ta, false, site)?
-                })
-            } else {
-                None
-            };
-            Ok(vec![ga, gb])
-        },
-    ))
+    check_pair("bmm", a, b)?;
+    let dims = bmm_dims(a, b, ta, tb)?;
+    let mut shape = a.shape()[..a.ndim() - 2].to_vec();
+    shape.extend([dims[1], dims[3]]);
+    let out = alloc_like(&shape, a.dtype(), a, site)?;
+    bmm_into(&out, a, b, ta, tb, alpha, site)?;
+    Ok(out)
 }
 
-impl Tensor {
-    /// The matrix product `self @ other` of `[m, k]` and `[k, n]`: `[m, n]`. Either
-    /// operand may be a view: `x.matmul(&w.t()?)` reads `w` transposed in place and
-    /// allocates only the result.
-    ///
-    /// ```
-    /// use gpuscope_runtime::{Device, Tensor};
-    /// let dev = Device::host().unwrap();
-    /// let a = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2], &dev).unwrap();
-    /// let b = Tensor::from_slice(&[5.0f32, 6.0, 7.0, 8.0], &[2, 2], &dev).unwrap();
-    /// assert_eq!(a.matmul(&b).unwrap().to_vec::<f32>().unwrap(), vec![19.0, 22.0, 43.0, 50.0]);
-    /// // a @ bᵀ without materialising bᵀ, through a view or the flag:
-    /// assert_eq!(a.matmul(&b.t().unwrap()).unwrap().to_vec::<f32>().unwrap(), vec![17.0, 23.0, 39.0, 53.0]);
-    /// assert_eq!(a.matmul_t(&b, false, true).unwrap().to_vec::<f32>().unwrap(), vec![17.0, 23.0, 39.0, 53.0]);
-    /// ```
-    #[track_caller]
-    pub fn matmul(&self, other: &Tensor) -> Result<Tensor, TensorError> {
-        matmul_at(self, other, false, false, Location::caller())
+/// [`bmm_raw`] into `out`, a contiguous tensor of the product's shape (a fresh tensor,
+/// or a slice of one: its version is left alone).
+pub(crate) fn bmm_into(
+    out: &Tensor,
+    a: &Tensor,
+    b: &Tensor,
+    ta: bool,
+    tb: bool,
+    alpha: f64,
+    site: Site,
+) -> Result<(), TensorError> {
+    check_pair("bmm", a, b)?;
+    check_pair("bmm", out, a)?;
+    let dims = bmm_dims(a, b, ta, tb)?;
+    let [batch, m, _, n] = dims;
+    if out.numel() != batch * m * n || !out.is_contiguous() {
+        return Err(TensorError::ShapeMismatch {
+            op: "bmm",
+            lhs: out.shape().to_vec(),
+            rhs: vec![batch, m, n],
+            reason: "the output must be a contiguous tensor of the product's shape".into(),
+        });
     }
-
-    /// `op(self) @ op(other)` where `op` transposes when its flag is set: `self` is
-    /// `[k, m]` when `transpose_self`, `other` is `[n, k]` when `transpose_other`. What a
-    /// linear layer's backward needs (`x @ Wᵀ`, `Gᵀ @ x`), without copies; the same as
-    /// [`matmul`](Tensor::matmul) of [`t()`](Tensor::t) views.
-    #[track_caller]
-    pub fn matmul_t(
-        &self,
-        other: &Tensor,
-        transpose_self: bool,
-        transpose_other: bool,
-    ) -> Result<Tensor, TensorError> {
-        matmul_at(
-            self,
-            other,
-            transpose_self,
-            transpose_other,
-            Location::caller(),
-        )
+    let (a, b) = (
+        super::strided::contiguous_raw(a, site)?,
+        super::strided::contiguous_raw(b, site)?,
+    );
+    match exec_of("bmm", &a)? {
+        // SAFETY: contiguous host tensors of `batch` matrices of the sizes checked above.
+        Exec::Host => unsafe { host::nn::bmm(out, &a, &b, (ta, tb), dims, alpha) },
+        #[cfg(feature = "cuda")]
+        Exec::Cuda => super::cuda::bmm(out, &a, &b, (ta, tb), dims, alpha),
     }
 }
 

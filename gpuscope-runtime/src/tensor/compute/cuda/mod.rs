@@ -1,4 +1,4 @@
-//! CUDA launches: the kernels of [`crate::tensor::kernels`] and cuBLAS, each on the stream of
+//! CUDA launches: the kernels of [`crate::kernels`] and cuBLAS, each on the stream of
 //! the tensor it writes, every result checked and returned as a [`TensorError`].
 //!
 //! Pointers go to kernels as 64-bit integers (the `CUdeviceptr` values, the storage
@@ -6,19 +6,16 @@
 //! dtypes and devices, and pass contiguous tensors except where a launch takes strides
 //! (`binary`'s operands, `matmul`'s, `strided_copy`).
 
-use std::os::raw::c_int;
 use std::sync::Arc;
 
-use cudarc::cublas::sys::cublasOperation_t;
 use cudarc::driver::{CudaStream, DeviceRepr, LaunchArgs, LaunchConfig, PushKernelArg};
 
 use crate::backend::BackendError;
 use crate::backend::cuda::CudaBackend;
-use crate::tensor::kernels::{Kernels, blas_for, kernels_for};
+use crate::kernels::{Kernels, kernels_for};
 
 use super::broadcast::Broadcast;
 use super::elementwise::{BinaryOp, UnaryOp};
-use super::matmul::BlasOperand;
 use super::strided::CopyPlan;
 use super::{DType, Site, Tensor, TensorError, alloc_like};
 
@@ -87,6 +84,23 @@ fn target_with(t: &Tensor, suffix: &'static str) -> Result<Target, TensorError> 
     })
 }
 
+/// The target for the float32 kernels of `vec4.cu` writing `t` (no suffix), when `t`
+/// and `others` are f32, 16-byte aligned, `row` (the length a kernel takes the column
+/// from) is a multiple of 4 and `t`'s element count a multiple of 4 that fits in 32 bits.
+fn vec4_target(t: &Tensor, others: &[&Tensor], row: usize) -> Result<Option<Target>, TensorError> {
+    let ok = t.dtype() == DType::F32
+        && row % 4 == 0
+        && t.numel() % 4 == 0
+        && t.numel() / 4 <= u32::MAX as usize
+        && std::iter::once(t)
+            .chain(others.iter().copied())
+            .all(|x| x.dtype() == DType::F32 && ptr(x) % 16 == 0);
+    if !ok {
+        return Ok(None);
+    }
+    target_with(t, "").map(Some)
+}
+
 fn elementwise_cfg(n: u64) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (n.div_ceil(BLOCK as u64).clamp(1, MAX_BLOCKS) as u32, 1, 1),
@@ -135,7 +149,11 @@ fn ptr(t: &Tensor) -> u64 {
 /// locals, which outlive the builder.)
 macro_rules! launch {
     ($target:expr, $name:expr, $cfg:expr, |$l:ident| $body:block) => {{
-        let full = format!("{}_{}", $name, $target.suffix);
+        let full = if $target.suffix.is_empty() {
+            $name.to_string()
+        } else {
+            format!("{}_{}", $name, $target.suffix)
+        };
         let f = $target.kernels.function(&full)?;
         let mut builder = $target.stream.launch_builder(&f);
         {
@@ -163,6 +181,15 @@ pub(crate) fn binary(
     let n = out.numel() as u64;
     if n == 0 {
         return Ok(());
+    }
+    if plan.is_elementwise()
+        && let Some(t) = vec4_target(out, &[a, b], 4)?
+    {
+        let n4 = (n / 4) as u32;
+        let (code, o, pa, pb) = (op.code(), ptr(out), ptr(a), ptr(b));
+        return launch!(t, "binary_flat4", elementwise_cfg(n4 as u64), |l| {
+            l.arg(&code).arg(&n4).arg(&o).arg(&pa).arg(&pb);
+        });
     }
     let (d, sa, sb) = plan.padded().ok_or_else(|| {
         TensorError::Unsupported(format!(
@@ -329,6 +356,19 @@ pub(crate) fn check_device_side(cuda: &CudaBackend, device: &str) -> Result<(), 
     let Some(e) = cuda.take_device_side_error() else {
         return Ok(());
     };
+    if e.code == nn::EMBEDDING_CODE {
+        return Err(TensorError::InvalidArgument {
+            op: "embedding",
+            reason: format!(
+                "index {} at position {} is out of range for a table of {} rows (found on \
+                 {device} by the lookup kernel, which made that row NaN; reported at this \
+                 read-back, the first from the device since; other positions may be out of \
+                 range too) — indices must be in 0..{}: check the tokens against the \
+                 vocabulary size",
+                e.value, e.row, e.limit, e.limit
+            ),
+        });
+    }
     let op = [LossOp::CrossEntropy, LossOp::NllLoss]
         .into_iter()
         .find(|op| *op as u32 == e.code & !BACKWARD);
@@ -491,9 +531,9 @@ pub(crate) fn adamw(
     g: &Tensor,
     m: &Tensor,
     v: &Tensor,
-    h: super::AdamWStep,
+    h: super::optim::AdamWStep,
 ) -> Result<(), TensorError> {
-    let super::AdamWStep {
+    let super::optim::AdamWStep {
         lr,
         beta1,
         beta2,
@@ -525,123 +565,8 @@ pub(crate) fn adamw(
     })
 }
 
-fn gemm_dim(v: usize) -> Result<c_int, TensorError> {
-    c_int::try_from(v).map_err(|_| {
-        TensorError::Unsupported(format!(
-            "matmul dimension {v} exceeds cuBLAS's 32-bit sizes"
-        ))
-    })
-}
+mod blas;
+mod nn;
 
-/// `c = op(A) @ op(B)` through cuBLAS on `c`'s stream, `op(A)` being `m×k` and `op(B)`
-/// `k×n`; each operand is a row-major matrix with its leading dimension, transposed or
-/// not (a transposed view arrives as its storage with the flag flipped). cuBLAS is
-/// column-major: a row-major `[r, c]` array with leading dimension `ld` is its `c×r`
-/// transpose with the same `ld`, so `Cᵀ = op(B)ᵀ op(A)ᵀ` is computed with the operands
-/// swapped.
-pub(crate) fn matmul(
-    c: &Tensor,
-    a: &BlasOperand,
-    b: &BlasOperand,
-    m: usize,
-    k: usize,
-    n: usize,
-) -> Result<(), TensorError> {
-    debug_assert!(c.is_contiguous());
-    let (ta, tb) = (a.transposed, b.transposed);
-    if k == 0 {
-        // An empty sum: zeros (cuBLAS would leave C untouched).
-        // SAFETY: `c`'s own storage, on its stream.
-        unsafe {
-            c.device()
-                .backend()
-                .memset(c.addr(), 0, c.nbytes(), c.stream())?
-        };
-        return Ok(());
-    }
-    let backend = c.device().backend();
-    let cuda = backend
-        .as_any()
-        .downcast_ref::<CudaBackend>()
-        .ok_or_else(|| {
-            TensorError::Unsupported("cuBLAS matmul of a tensor that is not on CUDA".into())
-        })?;
-    let stream = cuda.cuda_stream(c.stream())?;
-    let blas = blas_for(&stream, c.stream().0)?;
-    cuda.context()
-        .bind_to_thread()
-        .map_err(|e| BackendError::Driver {
-            call: "cuCtxSetCurrent",
-            message: format!("{e:?}"),
-        })?;
-    let op = |t: bool| {
-        if t {
-            cublasOperation_t::CUBLAS_OP_T
-        } else {
-            cublasOperation_t::CUBLAS_OP_N
-        }
-    };
-    let (mm, nn, kk) = (gemm_dim(m)?, gemm_dim(n)?, gemm_dim(k)?);
-    let (lda, ldb) = (gemm_dim(a.ld)?, gemm_dim(b.ld)?);
-    let handle = *blas.handle();
-    let fail = |e: cudarc::cublas::result::CublasError| BackendError::Driver {
-        call: "cublasGemm",
-        message: format!(
-            "{e:?} (m={m}, k={k}, n={n}, transposed: {ta}, {tb}, ld: {}, {})",
-            a.ld, b.ld
-        ),
-    };
-    // SAFETY: the pointers are live tensors holding op(A) m×k, op(B) k×n (row-major with
-    // their leading dimensions, every element inside the tensor) and C m×n of the dtype
-    // matched below; the handle's stream is `c`'s.
-    unsafe {
-        match c.dtype() {
-            DType::F32 => {
-                let (alpha, beta) = (1.0f32, 0.0f32);
-                cudarc::cublas::result::sgemm(
-                    handle,
-                    op(tb),
-                    op(ta),
-                    nn,
-                    mm,
-                    kk,
-                    &alpha,
-                    ptr(&b.tensor) as *const f32,
-                    ldb,
-                    ptr(&a.tensor) as *const f32,
-                    lda,
-                    &beta,
-                    ptr(c) as *mut f32,
-                    nn,
-                )
-                .map_err(fail)?
-            }
-            DType::F64 => {
-                let (alpha, beta) = (1.0f64, 0.0f64);
-                cudarc::cublas::result::dgemm(
-                    handle,
-                    op(tb),
-                    op(ta),
-                    nn,
-                    mm,
-                    kk,
-                    &alpha,
-                    ptr(&b.tensor) as *const f64,
-                    ldb,
-                    ptr(&a.tensor) as *const f64,
-                    lda,
-                    &beta,
-                    ptr(c) as *mut f64,
-                    nn,
-                )
-                .map_err(fail)?
-            }
-            other => {
-                return Err(TensorError::Unsupported(format!(
-                    "cuBLAS matmul takes f32 or f64, not {other}"
-                )));
-            }
-        }
-    }
-    Ok(())
-}
+pub(crate) use blas::{bmm, matmul};
+pub(crate) use nn::*;
