@@ -6,11 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rm -rf .device-bin && mkdir -p .device-bin/tests
+target=${CARGO_TARGET_DIR:-target}
 cargo build --release -p gpuscope-cli --bin gpuscope
 cargo build --release --examples
 cargo build --release -p gpuscope-runtime --examples
-cp target/release/gpuscope .device-bin/
-for e in target/release/examples/*; do
+cp "$target/release/gpuscope" .device-bin/
+for e in "$target"/release/examples/*; do
   [[ -x $e && ! $e =~ -[0-9a-f]{16}$ && -f $e ]] && cp "$e" .device-bin/
 done
 cargo test --release --workspace --no-run --message-format=json 2>/dev/null \

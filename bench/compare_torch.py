@@ -1,4 +1,6 @@
-"""Turns the outputs of compare_torch.sh into one markdown table.
+"""Turns the outputs of compare_torch.sh into markdown tables: every allocator on every
+trace, then gpuscope (default settings) against issue 11's targets, then gpuscope's
+ten-pass run.
 
 Usage: python3 bench/compare_torch.py OUT_DIR
 """
@@ -12,13 +14,15 @@ LINE = re.compile(
     r"replay (?P<trace>\S+) pass (?P<pass>\d+) ops (?P<ops>\d+): (?P<ns>[\d.]+) ns/op, "
     r"peak_allocated (?P<alloc>\d+), peak_reserved (?P<res>\d+), device_allocs (?P<dev>\d+)"
 )
+# Driver calls that allocate, map, unmap, change access, release or wait.
+MEMORY_AND_WAITS = ["allocs", "frees", "maps", "unmaps", "set_access", "address_reserves",
+                    "stream_syncs", "event_syncs"]
 
 
 def torch_runs(path):
     """{mode: {trace: dict}} from torch_replay.sh's output."""
-    runs = defaultdict(dict)
-    mode = None
     passes = defaultdict(list)
+    mode = None
     for line in open(path):
         if line.startswith("=="):
             mode = "expandable" if "expandable" in line else "default"
@@ -26,13 +30,14 @@ def torch_runs(path):
         m = LINE.search(line)
         if m and mode:
             passes[(mode, m["trace"])].append(m)
+    runs = defaultdict(dict)
     for (mode, trace), ms in passes.items():
         warm = [float(m["ns"]) for m in ms if int(m["pass"]) > 0]
         last = ms[-1]
         runs[mode][os.path.basename(trace)] = {
             "ops": int(last["ops"]),
             "cold_ns_per_op": float(ms[0]["ns"]),
-            "warm_ns_per_op": sum(warm) / len(warm),
+            "warm_ns_per_op": sum(warm) / max(len(warm), 1),
             "peak_allocated": int(last["alloc"]),
             "peak_reserved": int(last["res"]),
             "device_allocs": int(last["dev"]),
@@ -43,25 +48,33 @@ def torch_runs(path):
 
 def gpuscope_runs(path):
     out = {}
+    if not os.path.exists(path):
+        return out
     for line in open(path):
-        if line.strip():
+        if line.strip().startswith("{"):
             r = json.loads(line)
             out[os.path.basename(r["trace"])] = r
     return out
+
+
+def warm_calls_per_pass(r):
+    n = max(len(r.get("pass_calls", [])) - 1, 1)
+    return sum(r["warm_calls"][k] for k in MEMORY_AND_WAITS) / n
 
 
 def main(out_dir):
     torch, pairs = torch_runs(os.path.join(out_dir, "torch.txt"))
     ours = {
         "gpuscope": gpuscope_runs(os.path.join(out_dir, "gpuscope.jsonl")),
-        "gpuscope reserve_ratio 1.02": gpuscope_runs(os.path.join(out_dir, "gpuscope_tight.jsonl")),
         "gpuscope plain": gpuscope_runs(os.path.join(out_dir, "gpuscope_plain.jsonl")),
     }
-    allocators = [("PyTorch default", torch.get("default", {})), ("PyTorch expandable", torch.get("expandable", {}))]
+    allocators = [("PyTorch default", torch.get("default", {})),
+                  ("PyTorch expandable", torch.get("expandable", {}))]
     allocators += list(ours.items())
     traces = sorted(set().union(*[set(runs) for _, runs in allocators]))
-    print("| trace | allocator | warm ns/op | cold ns/op | peak allocated (MiB) | peak reserved (MiB) | reserved/allocated | device allocs | chunks | warm maps/pass | warm ns/op vs PyTorch default |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| trace | allocator | warm ns/op | cold ns/op | peak allocated (MiB) | peak reserved (MiB) "
+          "| reserved/allocated | device allocs | warm driver calls/pass | warm ns/op vs PyTorch default |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in traces:
         base = torch.get("default", {}).get(t)
         for name, runs in allocators:
@@ -70,12 +83,46 @@ def main(out_dir):
                 continue
             ratio = r["peak_reserved"] / max(r["peak_allocated"], 1)
             speed = f"{r['warm_ns_per_op'] / base['warm_ns_per_op']:.3f}" if base else "n/a"
-            print(
-                f"| {t} | {name} | {r['warm_ns_per_op']:.1f} | {r['cold_ns_per_op']:.1f} | "
-                f"{r['peak_allocated'] / 2**20:.1f} | {r['peak_reserved'] / 2**20:.1f} | {ratio:.4f} | "
-                f"{r['device_allocs']} | {r.get('device_chunks', '')} | "
-                f"{r['warm_device_maps'] // max(len(r['pass_ns_per_op']) - 1, 1) if 'warm_device_maps' in r else ''} | {speed} |"
-            )
+            calls = f"{warm_calls_per_pass(r):.0f}" if "warm_calls" in r else ""
+            print(f"| {t} | {name} | {r['warm_ns_per_op']:.1f} | {r['cold_ns_per_op']:.1f} | "
+                  f"{r['peak_allocated'] / 2**20:.1f} | {r['peak_reserved'] / 2**20:.1f} | {ratio:.4f} | "
+                  f"{r['device_allocs']} | {calls} | {speed} |")
+
+    # Against the targets: gpuscope default vs PyTorch in the same call.
+    print()
+    print("| trace | warm / PyTorch default (<= 0.2) | cold / PyTorch default (<= 1) "
+          "| reserved/allocated (<= 1.02) | PyTorch's better mode | device allocs (<= PyTorch default) "
+          "| warm calls/pass (0) |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for t in traces:
+        g = ours["gpuscope"].get(t)
+        d = torch.get("default", {}).get(t)
+        e = torch.get("expandable", {}).get(t)
+        if not (g and d):
+            continue
+        ratio = g["peak_reserved"] / g["peak_allocated"]
+        better = min(x["peak_reserved"] / x["peak_allocated"] for x in (d, e) if x)
+        mark = lambda ok: "" if ok else " **x**"
+        warm = g["warm_ns_per_op"] / d["warm_ns_per_op"]
+        cold = g["cold_ns_per_op"] / d["cold_ns_per_op"]
+        calls = warm_calls_per_pass(g)
+        print(f"| {t} | {warm:.3f}{mark(warm <= 0.2)} | {cold:.3f}{mark(cold <= 1)} | "
+              f"{ratio:.4f}{mark(ratio <= 1.02)} | {better:.4f}{mark(ratio <= better)} | "
+              f"{g['device_allocs']} vs {d['device_allocs']}{mark(g['device_allocs'] <= d['device_allocs'])} | "
+              f"{calls:.0f}{mark(calls == 0)} |")
+
+    ten = gpuscope_runs(os.path.join(out_dir, "gpuscope_passes10.jsonl"))
+    if ten:
+        print()
+        print("| trace | passes | warm passes alike (reserved, driver calls) | warm driver calls (all passes) "
+              "| peak reserved by pass (MiB) | ns/op by pass |")
+        print("|---|---:|---|---|---|---|")
+        for t, r in sorted(ten.items()):
+            res = sorted(set(round(p / 2**20, 1) for p in r["pass_peak_reserved"]))
+            ns = ", ".join(f"{x:.0f}" for x in r["pass_ns_per_op"])
+            warm = {k: v for k, v in r["warm_calls"].items() if v}
+            print(f"| {t} | {len(r['pass_ns_per_op'])} | {'yes' if r['warm_passes_identical'] else 'no'} | "
+                  f"{warm or 'none'} | {res} | {ns} |")
     if pairs:
         print()
         print("PyTorch alloc+free pairs: " + ", ".join(f"{int(s)} B: {ns} ns" for s, ns in pairs))

@@ -1,16 +1,22 @@
 //! Makes each kind of leak on purpose inside `#[gpu_scope]` functions and shows what
-//! gpuscope reports: one `tracing` warning per leaked tensor (with the line that made
-//! it) and one per scope, then every tensor still alive.
+//! gpuscope reports. With no `tracing` subscriber (as in most programs), each leak is
+//! written to stderr, rustc-like, with the line that made the tensor, and at exit a
+//! summary groups the tensors still alive by site. With `--tracing`, a subscriber gets
+//! the same reports as structured events (one per leaked tensor, one per scope). With
+//! `--page memory.html`, the memory viewer page shows every allocation and the leaked
+//! tensors in red.
 //!
 //! ```text
 //! cargo run --example leak_report
+//! cargo run --example leak_report -- --tracing
+//! cargo run --example leak_report -- --page memory.html
 //! ```
 
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::{Mutex, OnceLock};
 
-use gpuscope::{Device, ScopeValue, Tensor, TensorError, gpu_scope, keep};
+use gpuscope::{Device, ScopeValue, Tensor, TensorError, gpu_scope, keep, memory};
 
 /// A cache that outlives every scope.
 static CACHE: OnceLock<Mutex<Vec<Tensor>>> = OnceLock::new();
@@ -36,8 +42,8 @@ fn fill_cache(dev: &Device) -> Result<(), TensorError> {
     Ok(())
 }
 
-/// Leak 2: a tensor pushed into a `&mut Vec` the caller owns.
-#[gpu_scope]
+/// Leak 2: a tensor pushed into a `&mut Vec` the caller owns (the lint says so too).
+#[gpu_scope(allow(scope_escape))]
 fn collect_activations(dev: &Device, history: &mut Vec<Tensor>) -> Result<StepOutput, TensorError> {
     let activation = Tensor::ones(&[256, 256], dev)?;
     history.push(activation.clone()); // outlives the scope
@@ -96,12 +102,23 @@ fn epoch(dev: &Device, history: &mut Vec<Tensor>) -> Result<f64, TensorError> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_target(true)
-        .without_time()
-        .init();
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "--tracing") {
+        tracing_subscriber::fmt()
+            .with_target(true)
+            .without_time()
+            .init();
+    }
+    let page = args
+        .iter()
+        .position(|a| a == "--page")
+        .map(|i| args.get(i + 1).cloned().ok_or("--page needs a path"))
+        .transpose()?;
     gpuscope::scope::set_tracking(true);
     let dev = Device::host()?;
+    if page.is_some() {
+        memory::record_history(&dev, 100_000);
+    }
     let mut history = Vec::new();
     let mut params = Vec::new();
 
@@ -117,5 +134,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for live in gpuscope::report_live() {
         println!("  {live}");
     }
+    if let Some(page) = page {
+        memory::viewer::write_page(&memory::snapshot(&dev), page.as_ref(), "leak_report")?;
+        println!("\n== memory viewer: {page}");
+    }
+    // The history and params are still alive here; at exit, what a static or a leak
+    // still holds is summed up on stderr (without a subscriber).
+    drop((history, params));
     Ok(())
 }

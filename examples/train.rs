@@ -7,12 +7,15 @@
 //! - a progress bar with loss and accuracy, and a memory line per epoch (allocated,
 //!   reserved, peak, from the allocator's statistics);
 //! - at the end: the allocator's summary, the leak report (live tensors that are not the
-//!   model's parameters or the optimizer's state), and an SVG timeline of allocated and
-//!   reserved memory after every step.
+//!   model's parameters or the optimizer's state), and a timeline of memory: an SVG of
+//!   allocated and reserved memory after every step, or, for a `.html` path, gpuscope's
+//!   memory viewer page (every allocation of the run by the line that made it, the
+//!   segment map, live and leaked tensors; `gpuscope::memory`).
 //!
 //! ```text
 //! cargo run --release --example train                       # CUDA when there is a GPU, else the host
 //! cargo run --release --example train -- --device host --epochs 4 --timeline mem.svg
+//! cargo run --release --example train -- --epochs 2 --timeline memory.html   # the viewer page
 //! cargo run --release --example train -- --find-batch-size   # largest batch that fits
 //! cargo run --release --example train -- --inject-leak --leaks deny   # see a leak fail the run
 //! ```
@@ -27,7 +30,7 @@ use clap::{Parser, ValueEnum};
 use gpuscope::optim::{AdamW, Optimizer, fit_batch_size};
 use gpuscope::scope::{self, LeakPolicy};
 use gpuscope::tensor::{DType, Generator};
-use gpuscope::{Device, Tensor, TensorError, format_bytes, gpu_scope, no_grad};
+use gpuscope::{Device, Tensor, TensorError, format_bytes, gpu_scope, memory, no_grad};
 use indicatif::{ProgressBar, ProgressStyle};
 
 const CLASSES: usize = 10;
@@ -44,7 +47,8 @@ struct Args {
     /// `host` or `cuda` (default: CUDA when a GPU is present, else the host).
     #[arg(long)]
     device: Option<DeviceChoice>,
-    /// Where to write the SVG memory timeline.
+    /// Where to write the memory timeline: an SVG chart, or with a `.html` path the
+    /// memory viewer page (the run's allocation history and the final snapshot).
     #[arg(long, default_value = "gpuscope-timeline.svg")]
     timeline: PathBuf,
     /// What a tensor leaked from a training step does: warn, deny (fail the run), allow.
@@ -308,6 +312,11 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         dev.allocator().set_memory_limit(Some(bytes));
         println!("memory cap: {}", format_bytes(bytes));
     }
+    let viewer_page = args.timeline.extension().is_some_and(|e| e == "html");
+    if viewer_page {
+        // Every allocation of the run, with the line that made it (bounded).
+        memory::record_history(&dev, 2_000_000);
+    }
 
     let mut g = Generator::new(args.seed);
     let train = Dataset::blobs(args.samples, &mut g);
@@ -437,18 +446,30 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         println!("  - {l}");
     }
 
-    write_timeline(
-        &args.timeline,
-        &timeline,
-        steps_per_epoch,
-        &dev.description(),
-    )
-    .map_err(|e| format!("{}: {e}", args.timeline.display()))?;
-    println!(
-        "memory timeline: {} ({} samples)",
-        args.timeline.display(),
-        timeline.len()
-    );
+    if viewer_page {
+        let snapshot = memory::snapshot(&dev);
+        memory::viewer::write_page(&snapshot, &args.timeline, "gpuscope: train example")
+            .map_err(|e| format!("{}: {e}", args.timeline.display()))?;
+        println!(
+            "memory viewer: {} ({} events, {} blocks)",
+            args.timeline.display(),
+            snapshot.history.as_ref().map_or(0, |h| h.events.len()),
+            snapshot.blocks().count()
+        );
+    } else {
+        write_timeline(
+            &args.timeline,
+            &timeline,
+            steps_per_epoch,
+            &dev.description(),
+        )
+        .map_err(|e| format!("{}: {e}", args.timeline.display()))?;
+        println!(
+            "memory timeline: {} ({} samples)",
+            args.timeline.display(),
+            timeline.len()
+        );
+    }
     drop(leaked);
 
     if matches!(args.leaks, Leaks::Deny) && !extra.is_empty() {

@@ -287,6 +287,60 @@ fn escape_by_return_is_not_reported() {
     assert_eq!(scope_depth(), 0);
 }
 
+/// An error type that is not a `ScopeValue`.
+#[derive(Debug)]
+struct PlainError;
+
+/// A type holding a tensor that is not a `ScopeValue`.
+struct Holder(Tensor);
+
+#[gpu_scope(name = "rung_ok", leaks = "deny")]
+fn rung_ok(dev: &Device, fail: bool) -> Result<Tensor, PlainError> {
+    if fail {
+        return Err(PlainError);
+    }
+    Ok(Tensor::zeros(&[12], dev).unwrap())
+}
+
+#[gpu_scope(name = "rung_none")]
+fn rung_none(dev: &Device) -> Holder {
+    Holder(Tensor::zeros(&[14], dev).unwrap())
+}
+
+#[gpu_scope(name = "async_rung_ok", leaks = "deny")]
+async fn async_rung_ok(dev: &Device) -> Result<Tensor, PlainError> {
+    yield_now().await;
+    Ok(Tensor::zeros(&[15], dev).unwrap())
+}
+
+#[gpu_scope(name = "async_rung_none")]
+async fn async_rung_none(dev: &Device) -> Holder {
+    yield_now().await;
+    Holder(Tensor::zeros(&[17], dev).unwrap())
+}
+
+#[test]
+fn escape_dispatch_by_return_type() {
+    let dev = dev();
+    // A `Result` whose `Ok` type is a `ScopeValue` and whose error type is not: the `Ok`
+    // value escapes.
+    let (r, events) = capture(|| (rung_ok(&dev, false), rung_ok(&dev, true)));
+    assert_eq!(r.0.unwrap().shape(), &[12]);
+    assert!(r.1.is_err());
+    assert!(events.is_empty(), "{events:?}");
+    let (r, events) = capture(|| block_on(async_rung_ok(&dev)));
+    assert_eq!(r.unwrap().shape(), &[15]);
+    assert!(events.is_empty(), "{events:?}");
+    // Any other type is let through untouched: the tensor inside cannot be found, and is
+    // reported.
+    let (h, events) = capture(|| rung_none(&dev));
+    assert_eq!(h.0.shape(), &[14]);
+    assert_eq!(leaks_of(&events, "rung_none").len(), 1, "{events:?}");
+    let (h, events) = capture(|| block_on(async_rung_none(&dev)));
+    assert_eq!(h.0.shape(), &[17]);
+    assert_eq!(leaks_of(&events, "async_rung_none").len(), 1, "{events:?}");
+}
+
 #[gpu_scope(name = "keeper", leaks = "deny")]
 fn keeps(dev: &Device, params: &mut Vec<Tensor>) -> usize {
     let w = Tensor::randn(&[4, 4], dev).unwrap();
@@ -321,7 +375,7 @@ fn leak_into_static(dev: &Device) {
     CACHE.get_or_init(Default::default).lock().unwrap().push(t);
 }
 
-#[gpu_scope(name = "leak_captured")]
+#[gpu_scope(name = "leak_captured", allow(scope_escape))]
 fn leak_into_argument(dev: &Device, out: &mut Vec<Tensor>) {
     out.push(Tensor::ones(&[3], dev).unwrap());
 }
@@ -412,7 +466,7 @@ fn forgotten_tensor_is_reported() {
     assert_eq!(leaks[0].get("bytes"), "28");
 }
 
-#[gpu_scope(name = "site_check")]
+#[gpu_scope(name = "site_check", allow(scope_escape))]
 fn site_check(dev: &Device, sink: &mut Vec<Tensor>) {
     sink.push(Tensor::zeros(&[1], dev).unwrap());
 }
@@ -446,7 +500,7 @@ fn outer(dev: &Device, sink: &mut Vec<Tensor>) -> usize {
     sink.len()
 }
 
-#[gpu_scope(name = "inner_leaky")]
+#[gpu_scope(name = "inner_leaky", allow(scope_escape))]
 fn inner_leaky(dev: &Device, sink: &mut Vec<Tensor>) -> Tensor {
     sink.push(Tensor::ones(&[2], dev).unwrap());
     Tensor::zeros(&[1], dev).unwrap()
@@ -481,7 +535,7 @@ fn nested_scopes() {
 // ---------------------------------------------------------------------------------------
 // Threads.
 
-#[gpu_scope(name = "threaded")]
+#[gpu_scope(name = "threaded", allow(scope_escape))]
 fn threaded(dev: &Device, i: usize, sink: &mut Vec<Tensor>) -> Tensor {
     for _ in 0..10 {
         let _tmp = Tensor::zeros(&[64], dev).unwrap();
@@ -544,7 +598,7 @@ fn panic_inside_a_scope() {
     assert_eq!(leaks[0].get("shape"), "[9]");
 }
 
-#[gpu_scope(name = "denier", leaks = "deny")]
+#[gpu_scope(name = "denier", leaks = "deny", allow(scope_escape))]
 fn denier(dev: &Device, sink: &mut Vec<Tensor>) {
     sink.push(Tensor::zeros(&[11], dev).unwrap());
 }
@@ -588,7 +642,7 @@ struct Loader {
 }
 
 impl Loader {
-    #[gpu_scope(name = "load")]
+    #[gpu_scope(name = "load", allow(scope_escape))]
     async fn load(&self, sink: &mut Vec<Tensor>) -> Result<Tensor, TensorError> {
         let a = Tensor::zeros(&[1], &self.dev)?;
         yield_now().await;
@@ -602,7 +656,7 @@ impl Loader {
         Ok(out)
     }
 
-    #[gpu_scope(name = "load_forever")]
+    #[gpu_scope(name = "load_forever", allow(scope_escape))]
     async fn never_finishes(&self, sink: &mut Vec<Tensor>) -> Tensor {
         sink.push(Tensor::zeros(&[3], &self.dev).unwrap());
         std::future::pending::<()>().await;
@@ -699,6 +753,31 @@ fn async_return_escapes() {
     let ((a, v), events) = capture(|| block_on(async_escape(&dev)));
     assert_eq!((a.shape(), v.len()), (&[1][..], 1));
     assert!(events.is_empty(), "{events:?}");
+}
+
+impl Loader {
+    /// A returned future with `device` and `sync`: evaluated at the first poll, inside
+    /// the scope.
+    #[gpu_scope(name = "boxed_on_device", leaks = "deny", sync, device = &self.dev)]
+    fn boxed_on_device(&self) -> Pin<Box<dyn Future<Output = Tensor> + '_>> {
+        Box::pin(async move {
+            yield_now().await;
+            assert_eq!(current_scope().as_deref(), Some("boxed_on_device"));
+            Tensor::zeros(&[19], &self.dev).unwrap()
+        })
+    }
+}
+
+#[test]
+fn returned_future_with_device() {
+    let loader = Loader { dev: dev() };
+    let fut = loader.boxed_on_device();
+    // Building the future opens nothing.
+    assert_eq!(scope_depth(), 0);
+    let (t, events) = capture(|| block_on(fut));
+    assert_eq!(t.shape(), &[19]);
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(scope_depth(), 0);
 }
 
 fn assert_send<T: Send>(_: &T) {}

@@ -7,10 +7,18 @@
 //! Where things live:
 //! - `replay`: `gpuscope replay`, allocation traces through gpuscope's caching allocator;
 //! - `lint`: `gpuscope lint`, gpuscope's lint rules (`gpuscope-lint`) over whole crates;
+//! - `view`: `gpuscope view`, the memory viewer page; `view_input` (what it reads),
+//!   `view_pytorch`, `view_pickle` and `view_unpickle` (PyTorch snapshot pickles, also
+//!   for `replay`);
 //! - `src/bin/`: the two binaries, both calling [`main`].
 
 mod lint;
 mod replay;
+mod view;
+mod view_input;
+mod view_pickle;
+mod view_pytorch;
+mod view_unpickle;
 
 use std::process::ExitCode;
 
@@ -33,6 +41,9 @@ enum Command {
     Replay(replay::Args),
     /// Lint Rust sources for GPU-memory mistakes (leaked tensors, graphs kept across iterations, ...).
     Lint(lint::Args),
+    /// Write a self-contained HTML page showing a memory snapshot and its history
+    /// (gpuscope JSON, an allocation trace CSV, or a PyTorch snapshot pickle).
+    View(view::Args),
 }
 
 /// Runs the command (also the entry point of `cargo-gpuscope`).
@@ -49,6 +60,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Replay(args) => replay::run(args),
         Command::Lint(args) => lint::run(args),
+        Command::View(args) => view::run(args),
     };
     match result {
         Ok(code) => code,
@@ -56,5 +68,21 @@ pub fn main() -> ExitCode {
             eprintln!("error: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Entry points for the fuzz targets in `fuzz/`: not a public API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::view_pytorch::{PytorchSnapshot, decode};
+
+    /// Reads a PyTorch snapshot pickle as `gpuscope view` and `gpuscope replay` do: the
+    /// page's snapshot and the replay trace (their sizes), or the error the user sees.
+    pub fn pytorch_snapshot(bytes: &[u8]) -> Result<(usize, usize), String> {
+        let snap = PytorchSnapshot::new(decode(bytes)?, None)?;
+        let page = snap.to_snapshot().map_err(|e| e.to_string())?;
+        let _ = snap.skipped_actions();
+        let trace = snap.to_trace().map_err(|e| e.to_string())?;
+        Ok((page.segments.len(), trace.ops().len()))
     }
 }

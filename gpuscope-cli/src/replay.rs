@@ -1,11 +1,13 @@
 //! `gpuscope replay`: replays traces and prints ops, cold and warm ns/op, peak allocated,
-//! peak reserved, their ratio and device allocations, as text or JSON lines.
+//! peak reserved, their ratio, device allocations and the driver calls of the cold pass
+//! and of the warm passes (by kind), as text or JSON lines.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::ValueEnum;
+use gpuscope_runtime::alloc::DriverCalls;
 use gpuscope_runtime::alloc::{AllocConfig, CachingAllocator};
 use gpuscope_runtime::backend::Backend;
 use gpuscope_runtime::backend::host::HostBackend;
@@ -42,7 +44,8 @@ pub struct Args {
     /// Warm passes after the cold one.
     #[arg(long, default_value_t = 3)]
     warm_passes: usize,
-    /// Trace files (CSV: op,id,size,stream).
+    /// Trace files (CSV: op,id,size,stream), or PyTorch snapshot pickles
+    /// (torch.cuda.memory._dump_snapshot: their alloc and free_requested events).
     #[arg(required = true)]
     traces: Vec<PathBuf>,
 }
@@ -80,7 +83,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         .map(|p| {
             Ok((
                 p.display().to_string(),
-                Trace::read(p).map_err(|e| e.to_string())?,
+                crate::view_input::read_replay_trace(p)?,
             ))
         })
         .collect::<Result<_, String>>()?;
@@ -91,7 +94,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     };
     if args.format == Format::Text {
         let segments = if config.expandable_segments && backend.virtual_memory().is_some() {
-            "virtual memory pages"
+            "virtual memory (chunks mapped at the top of per-stream arenas)"
         } else {
             "plain device allocations"
         };
@@ -105,8 +108,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         // A fresh allocator per trace, so one trace's cache does not serve the next.
         let allocator =
             CachingAllocator::new(backend.clone(), config.clone()).map_err(|e| e.to_string())?;
-        let result =
-            replay(&allocator, trace, name, &options).map_err(|e| format!("{name}: {e}"))?;
+        let result = replay(&allocator, trace, name, &options).map_err(|e| e.to_string())?;
         match args.format {
             Format::Text => print_text(&result),
             Format::Json => println!("{}", to_json(&result, args.backend)),
@@ -138,10 +140,34 @@ fn print_text(r: &ReplayResult) {
     );
     println!("  device allocs     {:>14}", r.device_allocs);
     println!("  device frees      {:>14}", r.device_frees);
+    println!("  cold pass calls   {}", r.cold_calls());
+    let warm = r.passes.len().saturating_sub(1).max(1) as u64;
+    let per_pass = r.warm_calls();
     println!(
-        "  maps (warm)       {:>14}  ({})",
-        r.device_maps, r.warm_device_maps
+        "  warm calls/pass   {}",
+        per_pass
+            .named()
+            .iter()
+            .map(|(k, v)| format!("{k} {}", *v as f64 / warm as f64))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
+    println!(
+        "  warm passes alike {:>14}",
+        if r.warm_passes_identical() {
+            "yes"
+        } else {
+            "no"
+        }
+    );
+}
+
+fn calls_json(c: &DriverCalls) -> serde_json::Value {
+    c.named()
+        .iter()
+        .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
 }
 
 fn to_json(r: &ReplayResult, backend: BackendChoice) -> String {
@@ -156,17 +182,18 @@ fn to_json(r: &ReplayResult, backend: BackendChoice) -> String {
         "ops": r.ops,
         "cold_ns_per_op": r.cold_ns_per_op,
         "warm_ns_per_op": r.warm_ns_per_op,
-        "pass_ns_per_op": r.pass_ns_per_op,
+        "pass_ns_per_op": r.passes.iter().map(|p| p.ns_per_op).collect::<Vec<_>>(),
+        "pass_peak_reserved": r.passes.iter().map(|p| p.peak_reserved).collect::<Vec<_>>(),
+        "pass_calls": r.passes.iter().map(|p| calls_json(&p.calls)).collect::<Vec<_>>(),
+        "cold_calls": calls_json(&r.cold_calls()),
+        "warm_calls": calls_json(&r.warm_calls()),
+        "warm_passes_identical": r.warm_passes_identical(),
         "peak_allocated": r.peak_allocated,
         "peak_reserved": r.peak_reserved,
         "ratio": r.ratio(),
         "peak_live": r.peak_live,
         "device_allocs": r.device_allocs,
         "device_frees": r.device_frees,
-        "device_maps": r.device_maps,
-        "warm_device_maps": r.warm_device_maps,
-        "device_chunks": r.device_chunks,
-        "device_unmaps": r.device_unmaps,
     })
     .to_string()
 }

@@ -124,15 +124,29 @@ fn json_findings_have_the_documented_schema() {
     assert_eq!(code(&output), 1);
     let findings = json(&output);
     assert_eq!(findings.len(), 9);
-    let keys: BTreeSet<&str> =
-        ["rule", "level", "file", "line", "column", "message", "help"].into();
+    let keys: BTreeSet<&str> = [
+        "rule",
+        "level",
+        "file",
+        "line",
+        "column",
+        "end_line",
+        "end_column",
+        "message",
+        "help",
+    ]
+    .into();
     for finding in &findings {
         let object = finding.as_object().expect("each finding is an object");
-        assert_eq!(
-            object.keys().map(String::as_str).collect::<BTreeSet<_>>(),
-            keys,
-            "{finding}"
-        );
+        let mut found: BTreeSet<&str> = object.keys().map(String::as_str).collect();
+        // `note` only where the rule has one.
+        if found.remove("note") {
+            assert!(
+                object["note"].as_str().is_some_and(|s| !s.is_empty()),
+                "{finding}"
+            );
+        }
+        assert_eq!(found, keys, "{finding}");
         for key in ["rule", "file", "message", "help"] {
             assert!(
                 object[key].as_str().is_some_and(|s| !s.is_empty()),
@@ -143,12 +157,17 @@ fn json_findings_have_the_documented_schema() {
             matches!(object["level"].as_str(), Some("deny" | "warn")),
             "{finding}"
         );
-        for key in ["line", "column"] {
+        for key in ["line", "column", "end_line", "end_column"] {
             assert!(
                 object[key].as_u64().is_some_and(|n| n >= 1),
                 "{key} in {finding}"
             );
         }
+        assert!(
+            (object["end_line"].as_u64(), object["end_column"].as_u64())
+                >= (object["line"].as_u64(), object["column"].as_u64()),
+            "{finding}"
+        );
     }
     let rows = summary(&findings);
     // 1-based positions of the start of the offending expressions.
@@ -289,9 +308,7 @@ fn exit_codes() {
 fn config_errors_name_the_file_key_and_accepted_values() {
     let err = stderr(&lint(&sample(), &["--config", "../bad_rule.toml"]));
     assert!(
-        err.contains(
-            "bad_rule.toml: [lints] graph_acumulation: unknown lint rule `graph_acumulation`"
-        ),
+        err.contains("bad_rule.toml:2:1: unknown lint rule `graph_acumulation`"),
         "{err}"
     );
     assert!(err.contains("did you mean `graph_accumulation`?"), "{err}");
@@ -301,7 +318,7 @@ fn config_errors_name_the_file_key_and_accepted_values() {
     );
     let err = stderr(&lint(&sample(), &["--config", "../bad_level.toml"]));
     assert!(
-        err.contains("bad_level.toml: [lints] forget_tensor: unknown lint level `forbid`"),
+        err.contains("bad_level.toml:2:17: [lints] forget_tensor: unknown lint level `forbid`"),
         "{err}"
     );
     assert!(
@@ -477,4 +494,347 @@ fn works_as_a_cargo_subcommand() {
     assert_eq!(code(&out), code(&direct), "{}", stderr(&out));
     assert_eq!(json(&out).len(), json(&direct).len());
     assert!(!json(&out).is_empty());
+}
+
+/// A fresh temporary directory for one test.
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpuscope-lint-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A file with one `forget_tensor` error, to show that the other files are still linted.
+const LEAKY: &str = "fn f(t: Tensor) {\n    std::mem::forget(t);\n}\n";
+
+fn rules_of(findings: &[Value]) -> Vec<(String, String)> {
+    findings
+        .iter()
+        .map(|f| {
+            (
+                f["file"].as_str().unwrap().to_owned(),
+                f["rule"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_file_that_is_not_utf8_is_an_error_naming_where_and_the_rest_is_linted() {
+    let dir = temp_dir("utf8");
+    std::fs::write(dir.join("good.rs"), LEAKY).unwrap();
+    std::fs::write(dir.join("latin1.rs"), b"// caf\xe9\nfn f() {}\n").unwrap();
+    let output = lint(&dir, &["--format", "json"]);
+    assert_eq!(code(&output), 1);
+    let findings = json(&output);
+    assert_eq!(
+        rules_of(&findings),
+        [
+            ("good.rs".to_owned(), "forget_tensor".to_owned()),
+            ("latin1.rs".to_owned(), "not_utf8".to_owned())
+        ]
+    );
+    let bad = &findings[1];
+    // The first invalid byte follows `// caf`: line 1, column 7.
+    assert_eq!(
+        (bad["line"].as_u64(), bad["column"].as_u64()),
+        (Some(1), Some(7))
+    );
+    assert!(
+        bad["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not valid UTF-8"),
+        "{bad}"
+    );
+    let text = stdout(&lint(&dir, &[]));
+    assert!(
+        text.contains("error[not_utf8]: `latin1.rs` is not valid UTF-8"),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn deep_nesting_is_an_error_not_a_stack_overflow() {
+    let dir = temp_dir("deep");
+    std::fs::write(dir.join("good.rs"), LEAKY).unwrap();
+    let parens = format!(
+        "fn f() -> u8 {{\n    {}1{}\n}}\n",
+        "(".repeat(50_000),
+        ")".repeat(50_000)
+    );
+    std::fs::write(dir.join("parens.rs"), parens).unwrap();
+    let chain = format!("fn g() -> u8 {{\n    1{}\n}}\n", " + 1".repeat(200_000));
+    std::fs::write(dir.join("chain.rs"), chain).unwrap();
+    let unary = format!("fn h() -> bool {{\n    {}true\n}}\n", "!".repeat(100_000));
+    std::fs::write(dir.join("unary.rs"), unary).unwrap();
+    // Deep, but under the limit: parsed and linted on a thread with a deep enough stack.
+    let fine = format!(
+        "fn k(t: Tensor) -> u8 {{\n    std::mem::forget(t);\n    {}1{}\n}}\n",
+        "(".repeat(2_500),
+        ")".repeat(2_500)
+    );
+    std::fs::write(dir.join("fine.rs"), fine).unwrap();
+    let output = lint(&dir, &["--format", "json", "-j", "2"]);
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    let findings = json(&output);
+    assert_eq!(
+        rules_of(&findings),
+        [
+            ("chain.rs".to_owned(), "too_deep".to_owned()),
+            ("fine.rs".to_owned(), "forget_tensor".to_owned()),
+            ("good.rs".to_owned(), "forget_tensor".to_owned()),
+            ("parens.rs".to_owned(), "too_deep".to_owned()),
+            ("unary.rs".to_owned(), "too_deep".to_owned()),
+        ]
+    );
+    let parens = &findings[3];
+    assert_eq!(parens["line"].as_u64(), Some(2));
+    assert!(
+        parens["message"]
+            .as_str()
+            .unwrap()
+            .contains("deeper than the 3000 levels"),
+        "{parens}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_50_mb_file_is_an_error_and_the_rest_is_linted() {
+    let dir = temp_dir("huge");
+    std::fs::write(dir.join("good.rs"), LEAKY).unwrap();
+    let file = std::fs::File::create(dir.join("huge.rs")).unwrap();
+    file.set_len(50 << 20).unwrap();
+    drop(file);
+    let output = lint(&dir, &["--format", "json"]);
+    assert_eq!(code(&output), 1);
+    let findings = json(&output);
+    assert_eq!(
+        rules_of(&findings),
+        [
+            ("good.rs".to_owned(), "forget_tensor".to_owned()),
+            ("huge.rs".to_owned(), "too_large".to_owned())
+        ]
+    );
+    let message = findings[1]["message"].as_str().unwrap();
+    assert!(
+        message.contains("50.0 MiB, larger than the 16 MiB"),
+        "{message}"
+    );
+    assert!(
+        findings[1]["help"]
+            .as_str()
+            .unwrap()
+            .contains("--max-file-size")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symbolic_link_loop_is_reported_and_the_rest_is_linted() {
+    let dir = temp_dir("loop");
+    std::fs::create_dir_all(dir.join("src/inner")).unwrap();
+    std::fs::write(dir.join("src/inner/good.rs"), LEAKY).unwrap();
+    std::os::unix::fs::symlink("..", dir.join("src/inner/up")).unwrap();
+    // A link to a file is followed (and the file linted once).
+    std::os::unix::fs::symlink("inner/good.rs", dir.join("src/alias.rs")).unwrap();
+    let output = lint(&dir, &["--format", "json"]);
+    assert_eq!(code(&output), 1);
+    let findings = json(&output);
+    let rules = rules_of(&findings);
+    assert_eq!(
+        rules.iter().filter(|r| r.1 == "forget_tensor").count(),
+        1,
+        "{rules:?}"
+    );
+    let walk: Vec<&Value> = findings.iter().filter(|f| f["rule"] == "walk").collect();
+    assert_eq!(walk.len(), 1, "{rules:?}");
+    assert!(
+        walk[0]["file"].as_str().unwrap().ends_with("up"),
+        "{}",
+        walk[0]
+    );
+    assert!(
+        walk[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("symbolic link loop"),
+        "{}",
+        walk[0]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn unknown_rule_names_are_errors_everywhere() {
+    let dir = temp_dir("unknown");
+    // In an attribute: an error finding at the name, the file's other findings kept.
+    std::fs::write(
+        dir.join("attr.rs"),
+        "#[gpuscope::lints::allow(forget_tensors)]\nfn f(t: Tensor) {\n    std::mem::forget(t);\n}\n",
+    )
+    .unwrap();
+    let output = lint(&dir, &["--format", "json"]);
+    assert_eq!(code(&output), 1);
+    let findings = json(&output);
+    let unknown = &findings[0];
+    assert_eq!(unknown["rule"], "unknown_rule");
+    assert_eq!(
+        (unknown["line"].as_u64(), unknown["column"].as_u64()),
+        (Some(1), Some(26))
+    );
+    let message = unknown["message"].as_str().unwrap();
+    assert!(
+        message.contains("did you mean `forget_tensor`?"),
+        "{message}"
+    );
+    assert!(
+        message.contains("known rules: forget_tensor, static_escape"),
+        "{message}"
+    );
+    assert_eq!(findings[1]["rule"], "forget_tensor");
+    // On the command line and in the config: a usage error listing the known rules.
+    let flag = lint(&dir, &["-W", "mystery"]);
+    assert_eq!(code(&flag), 2);
+    assert!(
+        stderr(&flag)
+            .contains("-W mystery: unknown lint rule `mystery` (known rules: forget_tensor")
+    );
+    std::fs::write(dir.join("gpuscope.toml"), "[lints]\n\nmystery = \"warn\"\n").unwrap();
+    let config = lint(&dir, &[]);
+    assert_eq!(code(&config), 2);
+    assert!(
+        stderr(&config).contains("gpuscope.toml:3:1: unknown lint rule `mystery` (known rules:"),
+        "{}",
+        stderr(&config)
+    );
+    let explain = lint(&dir, &["--explain", "forget_tensr"]);
+    assert_eq!(code(&explain), 2);
+    assert!(stderr(&explain).contains("did you mean `forget_tensor`?"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_broken_config_is_an_error_naming_file_line_and_column() {
+    let dir = temp_dir("config");
+    std::fs::write(dir.join("a.rs"), LEAKY).unwrap();
+    for (text, expected) in [
+        (
+            "[lints]\nforget_tensor = \"warn\n",
+            "error: gpuscope.toml:2:22: invalid TOML",
+        ),
+        (
+            "[lints]\nforget_tensor = 2\n",
+            "error: gpuscope.toml:2:17: [lints] forget_tensor = 2: expected a string",
+        ),
+        ("[lint]\n", "error: gpuscope.toml:1:2: unknown table `lint`"),
+        (
+            "[paths.\"src/[\"]\n",
+            "error: gpuscope.toml:1:8: [paths] `src/[` is not a glob",
+        ),
+    ] {
+        std::fs::write(dir.join("gpuscope.toml"), text).unwrap();
+        let output = lint(&dir, &[]);
+        assert_eq!(code(&output), 2, "{text}");
+        assert!(stdout(&output).is_empty());
+        let err = stderr(&output);
+        assert!(err.contains(expected), "{text}: {err}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn path_tables_in_the_config_set_levels_per_file() {
+    let dir = temp_dir("paths");
+    std::fs::create_dir_all(dir.join("examples")).unwrap();
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(dir.join("examples/demo.rs"), LEAKY).unwrap();
+    std::fs::write(dir.join("src/lib.rs"), LEAKY).unwrap();
+    std::fs::write(
+        dir.join("gpuscope.toml"),
+        "[lints]\nforget_tensor = \"warn\"\n\n[paths.\"examples/**\"]\nforget_tensor = \"allow\"\n",
+    )
+    .unwrap();
+    let output = lint(&dir, &["--format", "json"]);
+    assert_eq!(code(&output), 0, "warn only");
+    let rows = summary(&json(&output));
+    assert_eq!(rows, [row("forget_tensor", "warn", "src/lib.rs", 2, 5)]);
+    // The command line comes after the config.
+    let denied = summary(&json(&lint(
+        &dir,
+        &["--format", "json", "-D", "forget_tensor"],
+    )));
+    assert_eq!(denied.len(), 2, "{denied:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn attributes_in_the_code_set_levels_as_the_macros_read_them() {
+    let dir = temp_dir("attrs");
+    std::fs::write(
+        dir.join("lib.rs"),
+        r#"
+static CACHE: std::sync::Mutex<Vec<Tensor>> = std::sync::Mutex::new(Vec::new());
+
+#[gpu_scope(name = "x", allow(forget_tensor), deny(empty_cache_in_loop))]
+fn scoped(t: Tensor, alloc: &Allocator) {
+    std::mem::forget(t);
+    loop { alloc.empty_cache(); }
+}
+
+#[gpuscope::lints::allow(static_escape)]
+impl Cache {
+    fn fill(&self, t: Tensor) { CACHE.lock().unwrap().push(t); }
+}
+
+#[gpuscope::lints::allow(forget_tensor)]
+mod quiet {
+    fn f(t: Tensor) { std::mem::forget(t); }
+}
+
+#[gpu_scope]
+fn statement(t: Tensor, u: Tensor) {
+    #[gpuscope::lints::allow(forget_tensor)]
+    std::mem::forget(t);
+    std::mem::forget(u);
+}
+"#,
+    )
+    .unwrap();
+    let rows = summary(&json(&lint(&dir, &["--format", "json"])));
+    assert_eq!(
+        rows,
+        [
+            row("empty_cache_in_loop", "deny", "lib.rs", 7, 12),
+            row("forget_tensor", "deny", "lib.rs", 24, 5),
+        ]
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn explain_prints_a_rule_s_documentation() {
+    for rule in gpuscope_lint::RULES {
+        let output = lint(&sample(), &["--explain", rule.name]);
+        assert_eq!(code(&output), 0);
+        assert_eq!(stdout(&output), rule.docs);
+    }
+}
+
+#[test]
+fn the_rules_page_is_generated_from_the_rules_docs() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/lints.md");
+    let page = gpuscope_lint::rules_page();
+    if std::env::var_os("UPDATE_EXPECT").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &page).unwrap();
+    }
+    let written = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        written == page,
+        "docs/lints.md is out of date: run `UPDATE_EXPECT=1 cargo test -p gpuscope-cli --test lint_cli rules_page`"
+    );
 }

@@ -1,5 +1,7 @@
 //! `gpuscope replay`: JSON and text output on a real trace, and clear errors for bad
-//! traces and configuration.
+//! traces and configuration: every hostile trace of the table in
+//! `tests/data/traces/README.md` is answered with an error naming the file and the
+//! line (exit status 1, never a panic), or replayed.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -67,6 +69,21 @@ fn json_has_the_documented_keys_and_sane_figures() {
     );
     assert!(alloc > 0 && reserved >= alloc, "{v}");
     assert!(v["warm_ns_per_op"].as_f64().unwrap() > 0.0);
+    // Driver calls by kind: the cold pass grew, warm passes only record and query the
+    // events of cross-stream frees.
+    for key in [
+        "allocs",
+        "maps",
+        "set_access",
+        "stream_syncs",
+        "event_syncs",
+    ] {
+        assert!(v["cold_calls"].get(key).is_some(), "cold_calls.{key}: {v}");
+        assert_eq!(v["warm_calls"][key], 0, "warm_calls.{key}: {v}");
+    }
+    assert!(v["cold_calls"]["allocs"].as_u64().unwrap() > 0);
+    assert_eq!(v["pass_calls"].as_array().unwrap().len(), 4);
+    assert_eq!(v["warm_passes_identical"], true);
 }
 
 #[test]
@@ -85,6 +102,9 @@ fn text_output_names_every_figure() {
         "peak reserved",
         "reserved/allocated",
         "device allocs",
+        "cold pass calls",
+        "warm calls/pass",
+        "warm passes alike",
     ] {
         assert!(text.contains(label), "missing {label}:\n{text}");
     }
@@ -125,6 +145,173 @@ fn a_bad_configuration_key_is_an_error_with_a_suggestion() {
     assert!(
         err.contains("unknown key `max_split_size`")
             && err.contains("did you mean `max_split_size_mb`"),
+        "{err}"
+    );
+}
+
+/// Runs `gpuscope replay --backend sim` on a trace with `text`; (exit code, stderr).
+fn replay_text(name: &str, text: &[u8]) -> (Option<i32>, String, String) {
+    let dir = std::env::temp_dir().join(format!("gpuscope-replay-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    let out = gpuscope(
+        &[
+            "replay",
+            "--backend",
+            "sim",
+            "--warm-passes",
+            "1",
+            &path.display().to_string(),
+        ],
+        None,
+    );
+    (
+        out.status.code(),
+        path.display().to_string(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every hostile trace: an error (exit 1, never 101) naming the file and the line.
+#[test]
+fn hostile_traces_get_an_error_naming_the_file_and_line() {
+    let h = "op,id,size,stream\n";
+    let long = format!("{h}a,1,{},0\n", "7".repeat(5 << 20));
+    let cases: Vec<(&str, Vec<u8>, usize, &str)> = vec![
+        (
+            "size_max.csv",
+            format!("{h}a,1,18446744073709551615,0\n").into_bytes(),
+            2,
+            "larger than any device memory",
+        ),
+        (
+            "size_over.csv",
+            format!("{h}a,1,18446744073709551616,0\n").into_bytes(),
+            2,
+            "size `18446744073709551616` is not a byte count",
+        ),
+        (
+            "size_negative.csv",
+            format!("{h}a,1,-5,0\n").into_bytes(),
+            2,
+            "size `-5`",
+        ),
+        (
+            "stream_over.csv",
+            format!("{h}a,1,512,4294967296\n").into_bytes(),
+            2,
+            "stream `4294967296` is not a stream number",
+        ),
+        (
+            "id_over.csv",
+            format!("{h}a,18446744073709551616,512,0\n").into_bytes(),
+            2,
+            "id `18446744073709551616`",
+        ),
+        (
+            "duplicate.csv",
+            format!("{h}a,1,512,0\na,1,512,0\n").into_bytes(),
+            3,
+            "allocated again while still live (allocated at line 2)",
+        ),
+        (
+            "unknown_free.csv",
+            format!("{h}a,1,512,0\nf,9,0,0\n").into_bytes(),
+            3,
+            "free of id 9",
+        ),
+        (
+            "unknown_record.csv",
+            format!("{h}r,9,0,1\n").into_bytes(),
+            2,
+            "record_stream of id 9",
+        ),
+        ("long_line.csv", long.into_bytes(), 2, "(5242880 bytes)"),
+        (
+            "binary.csv",
+            [
+                h.as_bytes(),
+                &[0x89, b'P', b'N', b'G', 0, 0xff, 0xfe, b'\n'],
+            ]
+            .concat(),
+            2,
+            "not UTF-8 text",
+        ),
+        (
+            "no_header.csv",
+            b"a,1,512,0\n".to_vec(),
+            1,
+            "expected the header",
+        ),
+        ("empty.csv", Vec::new(), 1, "empty file"),
+        (
+            "fields.csv",
+            format!("{h}a,1,512\n").into_bytes(),
+            2,
+            "expected 4 fields",
+        ),
+        (
+            "op.csv",
+            format!("{h}q,1,512,0\n").into_bytes(),
+            2,
+            "unknown op `q`",
+        ),
+    ];
+    for (name, text, line, message) in cases {
+        let (code, path, err) = replay_text(name, &text);
+        assert_eq!(code, Some(1), "{name}: exit status {code:?}\n{err}");
+        assert!(
+            err.contains(&format!("{path}:{line}:")) && err.contains(message),
+            "{name}: expected `{path}:{line}:` and `{message}` in\n{err}"
+        );
+        assert!(!err.contains("panicked"), "{name}: {err}");
+        assert!(err.len() < 4096, "{name}: a {} byte message", err.len());
+    }
+}
+
+/// Traces that look odd but are valid replay: CRLF line endings, huge stream numbers,
+/// ids at their limit, zero-byte requests, many streams (fast: per-stream work scales).
+#[test]
+fn odd_but_valid_traces_replay() {
+    let crlf = "op,id,size,stream\r\na,1,512,0\r\nr,1,0,4294967295\r\nf,1,0,0\r\n";
+    let (code, _, err) = replay_text("crlf.csv", crlf.as_bytes());
+    assert_eq!(code, Some(0), "{err}");
+    let limits = "op,id,size,stream\na,18446744073709551615,0,4294967295\nf,18446744073709551615,0,4294967295\n";
+    let (code, _, err) = replay_text("limits.csv", limits.as_bytes());
+    assert_eq!(code, Some(0), "{err}");
+
+    let mut many = String::from("op,id,size,stream\n");
+    for i in 0..20_000u64 {
+        many.push_str(&format!("a,{i},{},{}\n", 4096 * (1 + i % 7), i * 7));
+    }
+    for i in 0..20_000u64 {
+        many.push_str(&format!("r,{i},0,{}\n", (i * 7 + 7) % 140_000));
+    }
+    for i in 0..20_000u64 {
+        many.push_str(&format!("f,{i},0,{}\n", i * 7));
+    }
+    let start = std::time::Instant::now();
+    let (code, _, err) = replay_text("streams.csv", many.as_bytes());
+    let took = start.elapsed();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "20,000 streams took {took:?}"
+    );
+}
+
+#[test]
+fn a_removed_configuration_key_says_what_to_do() {
+    let out = gpuscope(
+        &["replay", "--backend", "sim", &trace("prefetch_train.csv")],
+        Some("reserve_ratio:1.05"),
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("`reserve_ratio` is no longer a gpuscope option")
+            && err.contains("remove the key"),
         "{err}"
     );
 }

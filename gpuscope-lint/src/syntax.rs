@@ -1,8 +1,7 @@
 //! Small questions about syntax trees that several rules ask: what a path ends with, the
-//! root of a method chain, whether two places are the same, whether a value is obviously
-//! not a tensor, whether a type is a plain scalar.
+//! root of a method chain, whether two places are the same, short text for messages.
 
-use syn::{Expr, GenericArgument, Ident, Pat, PathArguments, Type};
+use syn::{Expr, Ident, Pat, PathArguments, Type};
 
 /// `e` without parentheses, invisible groups and `&` / `&mut`.
 pub(crate) fn strip(mut e: &Expr) -> &Expr {
@@ -103,253 +102,47 @@ pub(crate) fn is_screaming_case(name: &str) -> bool {
             .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
 }
 
-/// Whether a value is obviously not a tensor, so that forgetting it or storing it in a static
-/// holds no GPU memory: literals, `()`, strings being built (`format!`, `.to_string()`,
-/// `String::from`, `.into_boxed_str()`), boxes, tuples and arrays of such, and closures
-/// returning such.
-pub(crate) fn obviously_not_tensor(e: &Expr) -> bool {
-    match strip(e) {
-        Expr::Lit(_) => true,
-        Expr::Tuple(t) => t.elems.iter().all(obviously_not_tensor),
-        Expr::Array(a) => a.elems.iter().all(obviously_not_tensor),
-        Expr::Unary(u) => {
-            matches!(u.op, syn::UnOp::Neg(_) | syn::UnOp::Not(_)) && obviously_not_tensor(&u.expr)
+/// Methods and functions that take a value's raw pointer or handle: forgetting the value
+/// afterwards hands its memory to whoever holds the pointer.
+const RAW_HANDLES: &[&str] = &[
+    "as_ptr",
+    "as_mut_ptr",
+    "as_raw",
+    "as_raw_ptr",
+    "into_raw",
+    "into_raw_parts",
+    "device_ptr",
+    "device_ptr_mut",
+    "as_device_ptr",
+    "leak",
+];
+
+/// The binding whose raw pointer or handle `e` takes: `x.as_ptr()`, `x.device_ptr()`,
+/// `Box::into_raw(x)`, `x.ptr`, `x.handle`.
+pub(crate) fn takes_raw_handle(e: &Expr) -> Option<&Ident> {
+    match e {
+        Expr::MethodCall(m) if RAW_HANDLES.iter().any(|r| m.method == r) => ident_of(&m.receiver),
+        Expr::Call(call) => {
+            let last = callee_path(call)?.segments.last()?.ident.to_string();
+            if RAW_HANDLES.contains(&last.as_str()) {
+                call.args.first().and_then(ident_of)
+            } else {
+                None
+            }
         }
-        Expr::Closure(c) => obviously_not_tensor(&c.body),
-        Expr::Block(b) if b.block.stmts.len() == 1 => match &b.block.stmts[0] {
-            syn::Stmt::Expr(e, None) => obviously_not_tensor(e),
-            _ => false,
+        Expr::Field(f) => match &f.member {
+            syn::Member::Named(n)
+                if ["ptr", "raw", "handle", "cu_device_ptr", "inner"]
+                    .iter()
+                    .any(|r| n == r) =>
+            {
+                ident_of(&f.base)
+            }
+            _ => None,
         },
-        Expr::Macro(m) => {
-            let name = m.mac.path.segments.last().map(|s| s.ident.to_string());
-            matches!(
-                name.as_deref(),
-                Some("format" | "concat" | "stringify" | "include_str" | "env")
-            )
-        }
-        Expr::MethodCall(m) => {
-            matches!(
-                m.method.to_string().as_str(),
-                "to_string" | "into_boxed_str"
-            ) || (m.method == "to_owned" && obviously_not_tensor(&m.receiver))
-        }
-        Expr::Path(p) => is_empty_container_ctor(&p.path),
-        Expr::Call(call) => match callee_path(call) {
-            Some(p) if path_ends_with(p, &["String", "from"]) => true,
-            Some(p) if is_empty_container_ctor(p) || path_ends_with(p, &["with_capacity"]) => {
-                call.args.iter().all(obviously_not_tensor)
-            }
-            Some(p) if path_ends_with(p, &["Box", "new"]) || path_ends_with(p, &["Some"]) => {
-                call.args.iter().all(obviously_not_tensor)
-            }
-            _ => false,
-        },
-        _ => false,
+        _ => None,
     }
 }
-
-/// Whether `path` makes an empty container or a default value: `Default::default`,
-/// `Vec::new`, `Mutex::default`, `HashMap::new` (as a function or called).
-fn is_empty_container_ctor(path: &syn::Path) -> bool {
-    let n = path.segments.len();
-    let Some(last) = path.segments.last() else {
-        return false;
-    };
-    if n == 1 {
-        return false;
-    }
-    let owner = path.segments[n - 2].ident.to_string();
-    (last.ident == "new" || last.ident == "default")
-        && (owner == "Default" || CONTAINERS.contains(&owner.as_str()) || owner == "String")
-}
-
-/// Whether `ty` is plain data that cannot hold a tensor or its graph: numbers, `bool`,
-/// `char`, strings, paths, durations, atomics, and the standard containers, locks, cells
-/// and pointers (`Vec`, `HashMap`, `Mutex`, `RefCell`, `OnceLock`, `Arc`, ...), tuples,
-/// arrays, slices and references whose contents are all plain (`Vec<f32>`,
-/// `Mutex<HashMap<String, usize>>`). `Tensor`, `Vec<Tensor>` or any type parameter are not plain.
-pub(crate) fn is_plain_type(ty: &Type) -> bool {
-    match ty {
-        Type::Path(p) if p.qself.is_none() => {
-            let Some(last) = p.path.segments.last() else {
-                return false;
-            };
-            let name = last.ident.to_string();
-            if PLAIN.contains(&name.as_str()) || (name.starts_with("Atomic") && name.len() > 6) {
-                return matches!(last.arguments, PathArguments::None);
-            }
-            if !CONTAINERS.contains(&name.as_str()) {
-                return false;
-            }
-            match &last.arguments {
-                PathArguments::AngleBracketed(args) => {
-                    let mut types = args.args.iter().filter_map(|arg| match arg {
-                        GenericArgument::Type(t) => Some(t),
-                        _ => None,
-                    });
-                    let mut any = false;
-                    types.all(|t| {
-                        any = true;
-                        is_plain_type(t)
-                    }) && any
-                }
-                _ => false,
-            }
-        }
-        Type::Array(a) => is_plain_type(&a.elem),
-        Type::Slice(s) => is_plain_type(&s.elem),
-        Type::Reference(r) => is_plain_type(&r.elem),
-        Type::Paren(p) => is_plain_type(&p.elem),
-        Type::Group(g) => is_plain_type(&g.elem),
-        Type::Tuple(t) => t.elems.iter().all(is_plain_type),
-        _ => false,
-    }
-}
-
-/// Whether a value of declared type `ty` may hold a tensor: the type names something
-/// tensor-like (a path segment with a word such as `Tensor`, `Model`, `Module`, `Layer`,
-/// `Param`, `Grad`, `Storage`, `Activation`, `Weight`, `Embedding`, `Variable` or `Var` in
-/// its CamelCase name), directly or in its type arguments, or is a `dyn Any`. `OnceLock<Device>` or
-/// `RefCell<(u64, Generator)>` do not; `Mutex<Vec<Tensor>>` and `OnceLock<Model>` do.
-pub(crate) fn may_hold_tensor(ty: &Type) -> bool {
-    match ty {
-        Type::Path(p) => {
-            p.qself.as_ref().is_some_and(|q| may_hold_tensor(&q.ty))
-                || p.path.segments.iter().any(|seg| {
-                    is_tensor_like_name(&seg.ident.to_string())
-                        || match &seg.arguments {
-                            PathArguments::AngleBracketed(args) => args.args.iter().any(|arg| match arg {
-                                GenericArgument::Type(t) => may_hold_tensor(t),
-                                _ => false,
-                            }),
-                            _ => false,
-                        }
-                })
-        }
-        Type::Array(a) => may_hold_tensor(&a.elem),
-        Type::Slice(s) => may_hold_tensor(&s.elem),
-        Type::Reference(r) => may_hold_tensor(&r.elem),
-        Type::Ptr(p) => may_hold_tensor(&p.elem),
-        Type::Paren(p) => may_hold_tensor(&p.elem),
-        Type::Group(g) => may_hold_tensor(&g.elem),
-        Type::Tuple(t) => t.elems.iter().any(may_hold_tensor),
-        Type::TraitObject(t) => t.bounds.iter().any(|b| {
-            matches!(b, syn::TypeParamBound::Trait(t) if t.path.segments.last().is_some_and(|s| s.ident == "Any"))
-        }),
-        _ => false,
-    }
-}
-
-/// Whether a type name has a tensor-like word in it: `Tensor`, `TensorList`, `ModelState`,
-/// `GradBuffer` do, `Upgrade` or `Player` do not.
-fn is_tensor_like_name(name: &str) -> bool {
-    const WORDS: [&str; 20] = [
-        "tensor",
-        "tensors",
-        "model",
-        "models",
-        "module",
-        "modules",
-        "layer",
-        "layers",
-        "param",
-        "params",
-        "parameter",
-        "parameters",
-        "grad",
-        "grads",
-        "gradient",
-        "gradients",
-        "storage",
-        "activation",
-        "weight",
-        "weights",
-    ];
-    const MORE: [&str; 5] = ["activations", "embedding", "embeddings", "variable", "var"];
-    camel_words(name).any(|word| WORDS.contains(&word.as_str()) || MORE.contains(&word.as_str()))
-}
-
-/// The lowercase words of a CamelCase (or snake_case) name: `GradBuffer` gives `grad`, `buffer`.
-fn camel_words(name: &str) -> impl Iterator<Item = String> + '_ {
-    let mut words = Vec::new();
-    let mut current = String::new();
-    for c in name.chars() {
-        if c == '_' {
-            words.push(std::mem::take(&mut current));
-            continue;
-        }
-        if c.is_uppercase()
-            && !current.is_empty()
-            && !current.chars().last().is_some_and(char::is_uppercase)
-        {
-            words.push(std::mem::take(&mut current));
-        }
-        current.extend(c.to_lowercase());
-    }
-    words.push(current);
-    words.into_iter().filter(|w| !w.is_empty())
-}
-
-/// Names of the primitive number types (`f32::from(x)` converts to one).
-pub(crate) const SCALARS: &[&str] = &[
-    "f32", "f64", "f16", "bf16", "i8", "i16", "i32", "i64", "i128", "isize", "u8", "u16", "u32",
-    "u64", "u128", "usize",
-];
-
-/// Names of types that hold no tensor: primitive scalars, strings and a few std value types.
-const PLAIN: &[&str] = &[
-    "f32",
-    "f64",
-    "f16",
-    "bf16",
-    "i8",
-    "i16",
-    "i32",
-    "i64",
-    "i128",
-    "isize",
-    "u8",
-    "u16",
-    "u32",
-    "u64",
-    "u128",
-    "usize",
-    "bool",
-    "char",
-    "str",
-    "String",
-    "Path",
-    "PathBuf",
-    "OsString",
-    "OsStr",
-    "Duration",
-    "Instant",
-    "SystemTime",
-];
-
-/// Generic standard types that are plain when their type arguments are.
-const CONTAINERS: &[&str] = &[
-    "Vec",
-    "VecDeque",
-    "Option",
-    "Box",
-    "Rc",
-    "Arc",
-    "Cell",
-    "RefCell",
-    "Mutex",
-    "RwLock",
-    "OnceLock",
-    "OnceCell",
-    "LazyLock",
-    "Lazy",
-    "HashMap",
-    "BTreeMap",
-    "HashSet",
-    "BTreeSet",
-    "BinaryHeap",
-    "Cow",
-];
 
 /// Calls `f` with every identifier a pattern binds.
 pub(crate) fn pat_idents<'a>(pat: &'a Pat, f: &mut impl FnMut(&'a Ident)) {
@@ -437,6 +230,24 @@ fn write_expr(out: &mut String, e: &Expr) {
             out.push_str(if c.inputs.is_empty() { "|| " } else { "|..| " });
             write_expr(out, &c.body);
         }
+        Expr::Try(t) => {
+            write_expr(out, &t.expr);
+            out.push('?');
+        }
+        Expr::Struct(st) => {
+            let names: Vec<String> = st
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect();
+            out.push_str(&names.join("::"));
+            out.push_str(" { .. }");
+        }
+        Expr::Await(a) => {
+            write_expr(out, &a.base);
+            out.push_str(".await");
+        }
         Expr::Block(b) => match b.block.stmts.as_slice() {
             [syn::Stmt::Expr(e, None)] => write_expr(out, e),
             _ => out.push_str("{ .. }"),
@@ -503,34 +314,6 @@ mod tests {
     }
 
     #[test]
-    fn tensor_holding_types() {
-        for yes in [
-            "Tensor",
-            "Mutex<Vec<Tensor>>",
-            "OnceLock<Model>",
-            "RefCell<Option<(u64, Var)>>",
-            "Box<dyn Any>",
-            "[Parameter; 2]",
-            "GradBuffer",
-            "HTTPTensor",
-        ] {
-            assert!(may_hold_tensor(&syn::parse_str(yes).unwrap()), "{yes}");
-        }
-        for no in [
-            "OnceLock<Device>",
-            "RefCell<(u64, Generator)>",
-            "Mutex<Vec<String>>",
-            "AtomicU64",
-            "Box<dyn Fn()>",
-            "Variance",
-            "Upgrade",
-            "Player",
-        ] {
-            assert!(!may_hold_tensor(&syn::parse_str(no).unwrap()), "{no}");
-        }
-    }
-
-    #[test]
     fn shows_short_text() {
         assert_eq!(show(&expr("self.total")), "self.total");
         assert_eq!(show(&expr("&mut x.0")), "&mut x.0");
@@ -543,6 +326,8 @@ mod tests {
             "loss * chunk.len() as f64"
         );
         assert_eq!(show(&expr("|| 1")), "|| 1");
+        assert_eq!(show(&expr("x.mean()?.backward()")), "x.mean()?.backward()");
+        assert_eq!(show(&expr("Entry { w, n: 1 }")), "Entry { .. }");
         assert_eq!(show(&expr("|x| { x }")), "|..| x");
         assert_eq!(show(&expr("|| { let a = 1; a }")), "|| { .. }");
     }
@@ -554,57 +339,5 @@ mod tests {
         assert!(!is_screaming_case("T"));
         assert!(!is_screaming_case("Cache"));
         assert!(!is_screaming_case("__"));
-    }
-
-    #[test]
-    fn non_tensors() {
-        for yes in [
-            "1",
-            "\"s\"",
-            "()",
-            "Box::new(5)",
-            "format!(\"{x}\")",
-            "name.to_string()",
-            "String::from(n)",
-            "|| 3",
-        ] {
-            assert!(obviously_not_tensor(&expr(yes)), "{yes}");
-        }
-        for no in [
-            "t",
-            "t.clone()",
-            "Box::new(t)",
-            "vec![t]",
-            "Some(t)",
-            "|| t",
-        ] {
-            assert!(!obviously_not_tensor(&expr(no)), "{no}");
-        }
-    }
-
-    #[test]
-    fn plain_types() {
-        for yes in [
-            "f32",
-            "Vec<f64>",
-            "&[f32]",
-            "Option<usize>",
-            "[f32; 4]",
-            "Mutex<HashMap<String, usize>>",
-            "(u8, bool)",
-            "AtomicU64",
-        ] {
-            assert!(is_plain_type(&syn::parse_str(yes).unwrap()), "{yes}");
-        }
-        for no in [
-            "Tensor",
-            "Vec<Tensor>",
-            "Option<T>",
-            "Vec",
-            "Mutex<Vec<Entry>>",
-            "Atomic",
-        ] {
-            assert!(!is_plain_type(&syn::parse_str(no).unwrap()), "{no}");
-        }
     }
 }

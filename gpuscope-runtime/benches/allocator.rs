@@ -4,8 +4,8 @@
 //!   block comes from a cached segment), on the host backend.
 //! - `replay`: one warm pass over each trace in `tests/data/traces` (after a cold pass
 //!   that fills the cache), on the host backend (plain segments) and on the test backend
-//!   with virtual memory (2 MiB pages; its driver calls are bookkeeping only, so this
-//!   measures the allocator's own work). Throughput is per trace operation.
+//!   with virtual memory (2 MiB granularity; its driver calls are bookkeeping only, so
+//!   this measures the allocator's own work). Throughput is per trace operation.
 //!
 //! `cargo bench -p gpuscope-runtime --bench allocator -- --warm-up-time 1 --measurement-time 2`
 
@@ -66,6 +66,10 @@ enum Step {
     Free {
         slot: usize,
     },
+    Record {
+        slot: usize,
+        stream: StreamId,
+    },
 }
 
 /// A trace with ids resolved to dense slots and stream numbers to backend streams.
@@ -75,30 +79,39 @@ struct Compiled {
 }
 
 fn compile(trace: &Trace, backend: &dyn Backend) -> Compiled {
-    let mut streams = vec![StreamId::DEFAULT];
+    let mut streams = std::collections::HashMap::new();
+    let mut stream_of = |n: u32| {
+        *streams.entry(n).or_insert_with(|| {
+            if n == 0 {
+                StreamId::DEFAULT
+            } else {
+                backend.create_stream().unwrap()
+            }
+        })
+    };
     let mut ids = std::collections::HashMap::new();
+    let mut slots = 0;
     let mut steps = Vec::with_capacity(trace.ops().len());
     for op in trace.ops() {
         match *op {
             TraceOp::Alloc { id, size, stream } => {
-                while streams.len() <= stream as usize {
-                    streams.push(backend.create_stream().unwrap());
-                }
-                let slot = ids.len();
+                let slot = slots;
+                slots += 1;
                 ids.insert(id, slot);
                 steps.push(Step::Alloc {
                     slot,
                     size,
-                    stream: streams[stream as usize],
+                    stream: stream_of(stream),
                 });
             }
             TraceOp::Free { id } => steps.push(Step::Free { slot: ids[&id] }),
+            TraceOp::RecordStream { id, stream } => steps.push(Step::Record {
+                slot: ids[&id],
+                stream: stream_of(stream),
+            }),
         }
     }
-    Compiled {
-        steps,
-        slots: ids.len(),
-    }
+    Compiled { steps, slots }
 }
 
 /// One pass over the trace; what it leaves live is freed at the end.
@@ -109,6 +122,9 @@ fn pass(alloc: &CachingAllocator, t: &Compiled, live: &mut [Option<RawBlock>]) {
                 live[slot] = Some(alloc.allocate(size, stream).unwrap())
             }
             Step::Free { slot } => alloc.free(live[slot].take().unwrap()).unwrap(),
+            Step::Record { slot, stream } => alloc
+                .record_stream(live[slot].as_ref().unwrap(), stream)
+                .unwrap(),
         }
     }
     for b in live.iter_mut().filter_map(Option::take) {

@@ -6,11 +6,14 @@
 //! the same device (and allocator) every time they are asked for the same one.
 
 use std::mem::ManuallyDrop;
+use std::panic::Location;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::alloc::{AllocConfig, AllocError, CachingAllocator, ConfigError, RawBlock};
 use crate::backend::host::HostBackend;
 use crate::backend::{Backend, BackendError, DeviceAddr, DeviceKind, StreamId};
+use crate::record::{HistoryAction, HistoryRecorder};
 
 /// Why a device could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -31,7 +34,15 @@ struct DeviceInner {
     allocator: CachingAllocator,
     /// [`Device::description`], interned (what tracking records point at).
     label: &'static str,
+    /// [`Device::id`].
+    id: u32,
+    /// The allocation history, when one is being recorded
+    /// ([`memory::record_history`](crate::memory::record_history)).
+    history: HistoryRecorder,
 }
+
+/// Ids of devices, in the order they were made.
+static NEXT_DEVICE_ID: AtomicU32 = AtomicU32::new(1);
 
 /// A device and its caching allocator. Cloning is cheap (a reference count).
 #[derive(Clone)]
@@ -64,7 +75,7 @@ impl Device {
         config: AllocConfig,
     ) -> Result<Device, DeviceError> {
         let allocator = CachingAllocator::new(backend.clone(), config)?;
-        let label = crate::scope::intern_label(format!(
+        let label = crate::intern::label(format!(
             "{}:{} ({})",
             backend.kind(),
             backend.ordinal(),
@@ -75,6 +86,8 @@ impl Device {
                 backend,
                 allocator,
                 label,
+                id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+                history: HistoryRecorder::default(),
             }),
         })
     }
@@ -159,18 +172,70 @@ impl Device {
         self.inner.label
     }
 
+    /// A number unique to this device in the process (devices are numbered from 1 in
+    /// the order they were opened); tracking records name their device by it.
+    pub fn id(&self) -> u32 {
+        self.inner.id
+    }
+
+    /// The device's allocation history recorder.
+    pub(crate) fn history(&self) -> &HistoryRecorder {
+        &self.inner.history
+    }
+
     /// Allocates a buffer on the default stream, returned to the cache when dropped.
+    #[track_caller]
     pub fn alloc(&self, size: usize) -> Result<DeviceBuffer, AllocError> {
-        self.alloc_on(size, StreamId::DEFAULT)
+        self.alloc_at(size, StreamId::DEFAULT, Location::caller())
     }
 
     /// Allocates a buffer for use on `stream`.
+    #[track_caller]
     pub fn alloc_on(&self, size: usize, stream: StreamId) -> Result<DeviceBuffer, AllocError> {
+        self.alloc_at(size, stream, Location::caller())
+    }
+
+    /// Allocates a buffer for use on `stream`, asked for by the code at `site` (what
+    /// the allocation history records).
+    pub(crate) fn alloc_at(
+        &self,
+        size: usize,
+        stream: StreamId,
+        site: &'static Location<'static>,
+    ) -> Result<DeviceBuffer, AllocError> {
         let block = self.inner.allocator.allocate(size, stream)?;
+        if self.inner.history.is_on() {
+            self.record_event(HistoryAction::Alloc, &block, Some(site));
+        }
         Ok(DeviceBuffer {
             block: ManuallyDrop::new(block),
             device: self.clone(),
         })
+    }
+
+    #[cold]
+    fn record_event(
+        &self,
+        action: HistoryAction,
+        block: &RawBlock,
+        site: Option<&'static Location<'static>>,
+    ) {
+        let reserved = self
+            .inner
+            .allocator
+            .stats()
+            .reserved_bytes
+            .all
+            .current
+            .max(0) as u64;
+        self.inner.history.record(
+            action,
+            block.addr().0,
+            block.size(),
+            block.stream().0,
+            site,
+            reserved,
+        );
     }
 }
 
@@ -233,7 +298,28 @@ impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         // SAFETY: the block is taken exactly once, here.
         let block = unsafe { ManuallyDrop::take(&mut self.block) };
-        if let Err(e) = self.device.allocator().free(block) {
+        let recording = self.device.inner.history.is_on();
+        let (addr, size, stream) = (block.addr(), block.size(), block.stream());
+        let freed = self.device.allocator().free(block);
+        if recording {
+            let reserved = self
+                .device
+                .allocator()
+                .stats()
+                .reserved_bytes
+                .all
+                .current
+                .max(0) as u64;
+            self.device.inner.history.record(
+                HistoryAction::Free,
+                addr.0,
+                size,
+                stream.0,
+                None,
+                reserved,
+            );
+        }
+        if let Err(e) = freed {
             tracing::error!(target: "gpuscope::alloc", error = %e, "could not free a device buffer");
         }
     }

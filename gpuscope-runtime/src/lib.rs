@@ -14,18 +14,40 @@
 //! - [`device`]: [`Device`], one allocator per device, and [`DeviceBuffer`].
 //! - [`tensor`]: [`Tensor`]: storage from the allocator, dtype, shape and strides (views
 //!   such as `transpose` share storage), device, stream;
-//!   constructors that remember the line that called them.
+//!   constructors that remember the line that called them; the kernels of every
+//!   operation, which record nothing (`tensor::compute`).
+//! - [`kernels`]: the CUDA C source of the kernels, compiled by NVRTC, and the
+//!   per-device modules and cuBLAS handles.
+//! - [`ops`]: the operations on tensors (arithmetic, activations, reductions, losses,
+//!   matrix products, views, layer norm, embedding, attention), each recording its
+//!   backward step for autograd.
 //! - [`scope`]: per-thread scopes that own the tensors made inside them, escape by
-//!   return, [`keep`], leak reports through `tracing`, [`report_live`]; a scope fences
-//!   the streams its tensors used when it exits.
+//!   return, [`keep`], leak reports (through `tracing`, or to stderr when no subscriber
+//!   is set, with a summary at exit), [`report_live`]; a scope fences the streams its
+//!   tensors used when it exits.
+//! - [`record`]: the record layer, plain data below both scopes and tensors: tracking
+//!   records, leak reports, allocation histories, memory snapshots.
+//! - [`memory`]: [`memory::snapshot`], [`memory::record_history`], their JSON format
+//!   (feature `serde`) and the HTML memory viewer (feature `viewer`).
+//! - Leaf modules that import nothing else of the crate: [`dtype`] ([`DType`]) and
+//!   [`intern`] (device labels, long shapes).
+//!
+//! The arrows run one way: `tensor` → `scope` → `device` → `alloc` → `backend`, and
+//! each of them → `record` → `dtype`, `intern`; `memory` sits on top.
 //! - [`grad`]: grad mode ([`no_grad`]).
 //! - [`autograd`]: the recorded graph and `Tensor::backward`; saved tensors live
 //!   exactly as long as the graph, and `backward()` refuses those changed in place
-//!   since they were saved ([`Tensor::version`]).
+//!   since they were saved ([`Tensor::version`]); activation checkpointing.
+//!
+//! Arrows run one way: `tensor` (the core and its raw kernels) knows nothing of
+//! autograd (a tensor holds its node behind a small trait); `autograd` builds on
+//! `tensor`; `ops` builds on both.
 //! - [`optim`]: optimizers ([`Sgd`], [`AdamW`]) and [`fit_batch_size`].
 //! - [`trace`]: record an allocator's trace and replay traces through it.
 //! - [`dist`]: several GPUs and processes: `torchrun`'s launch variables, a rendezvous
 //!   store, NCCL collectives on tensors.
+//! - `private` (hidden): what the expansions of `gpuscope-macros` call (the escape
+//!   dispatch, the async scope, the `sync` device guard, the `no_grad` future).
 //!
 //! ```
 //! use gpuscope_runtime::Device;
@@ -40,8 +62,18 @@ pub mod autograd;
 pub mod backend;
 pub mod device;
 pub mod dist;
+pub mod dtype;
 pub mod grad;
+pub mod intern;
+pub mod kernels;
+pub mod memory;
+pub mod ops;
 pub mod optim;
+/// Support for the expansions of `gpuscope-macros`, reached as `gpuscope::__private`.
+/// Not a public API: it changes without notice.
+#[doc(hidden)]
+pub mod private;
+pub mod record;
 pub mod scope;
 pub mod tensor;
 pub mod trace;

@@ -1,5 +1,6 @@
 //! Stream fences in the caching allocator: free memory of one stream given to another
-//! (pages reclaimed, segments released) waits for nothing after a completed fence, for
+//! (chunks released and created again for it, segments released) waits for nothing
+//! after a completed fence, for
 //! the fence's event while it is outstanding, and for the whole stream only when no
 //! fence came after the free.
 //!
@@ -95,10 +96,10 @@ fn counted(s: &MemoryStats) -> (u64, u64, u64) {
     (s.num_fences, s.num_fence_waits, s.num_stream_syncs)
 }
 
-/// (1) Pages freed on `a` before a completed fence go to `b` with no wait at all.
+/// (1) Memory freed on `a` before a completed fence goes to `b` with no wait at all.
 #[test]
 fn reclaim_after_a_completed_fence_does_not_wait() {
-    // The cap leaves no room to grow: `b`'s request takes `a`'s free pages.
+    // The cap leaves no room to grow: `a`'s free chunk goes back, `b` gets a new one.
     let t = setup("memory_limit_mb:8", 80 << 30);
     let x = t.used(8 * MIB, t.a);
     t.use_and_free(x);
@@ -109,12 +110,13 @@ fn reclaim_after_a_completed_fence_does_not_wait() {
     assert_eq!(
         delta,
         Delta {
-            unmaps: 4,
+            unmaps: 1,
+            device_frees: 1,
             ..Delta::default()
         },
-        "4 pages reclaimed with neither a stream sync nor a fence wait"
+        "a chunk released with neither a stream sync nor a fence wait"
     );
-    assert_eq!((backend.stream_syncs, backend.unmaps), (0, 4));
+    assert_eq!((backend.stream_syncs, backend.unmaps), (0, 1));
     assert_eq!(counted(&t.alloc.stats()), (1, 0, 0));
     t.use_and_free(y.unwrap());
 }
@@ -139,7 +141,8 @@ fn reclaim_with_the_fence_outstanding_waits_for_the_fence_only() {
         delta,
         Delta {
             fence_waits: 1,
-            unmaps: 4,
+            unmaps: 1,
+            device_frees: 1,
             ..Delta::default()
         }
     );
@@ -176,7 +179,8 @@ fn memory_freed_after_the_last_fence_syncs_the_stream() {
             delta,
             Delta {
                 stream_syncs: 1,
-                unmaps: 4,
+                unmaps: 1,
+                device_frees: 1,
                 ..Delta::default()
             },
             "complete_fence: {complete_fence}"
@@ -291,8 +295,8 @@ fn plain_segments_released_by_empty_cache_go_by_the_fence() {
     }
 }
 
-/// (5) Garbage collection releases the least recently used plain segment of another
-/// stream without a sync after a completed fence.
+/// (5) Garbage collection releases the least recently used free segment (plain) or
+/// chunk (virtual memory) of another stream without a sync after a completed fence.
 #[test]
 fn garbage_collection_after_a_completed_fence_does_not_wait() {
     for vmm in [false, true] {
@@ -315,10 +319,9 @@ fn garbage_collection_after_a_completed_fence_does_not_wait() {
             "vmm: {vmm}"
         );
         if vmm {
-            assert_eq!(delta.unmaps, 10, "the 10 pages of the segment went");
-        } else {
-            assert_eq!(delta.device_frees, 1, "the segment went");
+            assert_eq!(delta.unmaps, 1, "the 20 MiB chunk was unmapped");
         }
+        assert_eq!(delta.device_frees, 1, "the segment or chunk went");
         assert!(t.alloc.stats().reserved_bytes.all.current as usize <= 32 * MIB);
         t.use_and_free(y.unwrap());
     }
@@ -339,12 +342,12 @@ fn a_fence_does_not_cover_a_block_still_pending() {
     );
     t.dev.complete_stream(t.b);
     // The next allocation sees `b`'s event complete and frees the block now, after any
-    // fence: taking its pages needs `a` synchronised (its work may still run).
+    // fence: giving its chunk back needs `a` synchronised (its work may still run).
     let mut y = None;
     let (delta, _) = t.waits(|| y = Some(t.alloc.allocate(8 * MIB, t.b).unwrap()));
     assert_eq!(
         (delta.stream_syncs, delta.fence_waits, delta.unmaps),
-        (1, 0, 4)
+        (1, 0, 1)
     );
     t.use_and_free(y.unwrap());
 }
@@ -363,20 +366,25 @@ fn the_backend_catches_memory_taken_from_running_work() {
     unsafe { t.dev.free(seg.base, seg.size).unwrap() };
 }
 
-/// A free block split by an allocation keeps its free tick in the rest: the rest's pages
-/// still need the wait the whole block needed.
+/// A free block split by an allocation keeps its free tick in the rest: the chunk in
+/// the rest still needs the wait the whole block needed.
 #[test]
 fn the_rest_of_a_split_block_keeps_its_free_tick() {
     let t = setup("memory_limit_mb:8", 80 << 30);
-    let x = t.used(8 * MIB, t.a);
-    t.use_and_free(x);
-    // Takes the first 2 MiB of the free 8; the 6 MiB after still hold `x`'s memory.
+    // Two chunks, 2 and 6 MiB (the cap leaves no room for larger growths).
+    let x1 = t.used(2 * MIB, t.a);
+    let x2 = t.used(6 * MIB, t.a);
+    assert_eq!(t.alloc.snapshot()[0].chunks, vec![2 * MIB, 6 * MIB]);
+    t.use_and_free(x1);
+    t.use_and_free(x2);
+    // Takes the first 2 MiB of the free 8; the 6 MiB chunk after still holds `x2`'s
+    // memory.
     let head = t.used(2 * MIB, t.a);
     let mut y = None;
     let (delta, _) = t.waits(|| y = Some(t.alloc.allocate(6 * MIB, t.b).unwrap()));
     assert_eq!(
         (delta.stream_syncs, delta.fence_waits, delta.unmaps),
-        (1, 0, 3)
+        (1, 0, 1)
     );
     t.use_and_free(head);
     t.use_and_free(y.unwrap());

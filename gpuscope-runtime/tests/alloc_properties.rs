@@ -326,8 +326,8 @@ fn recount(snap: &[SegmentInfo], max_split: usize) -> Recount {
     r
 }
 
-/// Checks that every statistic equals the recount of `snap` (with `held` bytes of pages
-/// held outside both pools).
+/// Checks that every statistic equals the recount of `snap` (with `held` bytes of
+/// orphan chunks held outside both pools).
 fn check_recount(
     stats: &MemoryStats,
     snap: &[SegmentInfo],
@@ -391,7 +391,7 @@ fn check_recount(
 }
 
 /// A fixed bug (see `regression_virtual_memory_small_request_takes_merged_oversize_block`):
-/// with virtual memory, growing next to a free block merges the new pages into it and the
+/// with virtual memory, growing next to a free block merges the new memory into it and the
 /// request takes the whole merged block unsplit when it reaches `max_split_size`. While
 /// it stands, the split rules are not checked for oversize blocks on that path.
 const TOLERATE_MERGED_OVERSIZE_BLOCKS: bool = false;
@@ -442,10 +442,15 @@ fn containing<'a>(
     (addr < start + b.size as u64).then_some((b, s))
 }
 
-/// Whether free block `b` contains a whole page (virtual memory).
-fn has_whole_page(b: &BlockInfo) -> bool {
-    let start = b.addr.0.div_ceil(PAGE as u64) * PAGE as u64;
-    start + PAGE as u64 <= b.addr.0 + b.size as u64
+/// Whether free block `b` of segment `seg` contains a whole physical chunk (virtual
+/// memory): memory that could go back to the device.
+fn has_whole_chunk(b: &BlockInfo, seg: &SegmentInfo) -> bool {
+    let mut at = seg.base.0;
+    seg.chunks.iter().any(|&size| {
+        let start = at;
+        at += size as u64;
+        start >= b.addr.0 && at <= b.addr.0 + b.size as u64
+    })
 }
 
 impl Harness {
@@ -497,6 +502,7 @@ impl Harness {
             backend.create_stream().unwrap(),
             backend.create_stream().unwrap(),
         ];
+        let limit = config.memory_limit;
         let mut h = Harness {
             alloc,
             panicked: false,
@@ -505,7 +511,7 @@ impl Harness {
             config,
             vmm,
             capacity,
-            limit: None,
+            limit,
             streams,
             live: Vec::new(),
             pending: Vec::new(),
@@ -762,7 +768,7 @@ impl Harness {
         let after = self.alloc.stats();
         if allocator_waits(&after) != allocator_waits(&before) {
             // The allocator waited for streams or fences itself (garbage collection,
-            // reclaiming pages, the out-of-memory path): pending blocks may be free now.
+            // releasing chunks, the out-of-memory path): pending blocks may be free now.
             for p in &mut self.pending {
                 p.allocator_synced = true;
             }
@@ -889,6 +895,10 @@ impl Harness {
                         self.capacity.is_some_and(|cap| used + need > cap),
                         "device OOM for {size} bytes (rounded {rounded}) with {used} bytes used of {:?} (before: {used_before:?}): {text}",
                         self.capacity
+                    ),
+                    OomCause::TooLarge => ensure!(
+                        rounded > gpuscope_runtime::alloc::rounding::MAX_ALLOCATION,
+                        "a request of {rounded} bytes was called too large: {text}"
                     ),
                     OomCause::Limit { limit, .. } => ensure!(
                         Some(*limit) == self.limit && reserved + need > *limit,
@@ -1027,8 +1037,8 @@ impl Harness {
             "segments remain after empty_cache"
         );
         ensure!(
-            self.alloc.held_page_bytes() == 0,
-            "pages still held after empty_cache"
+            self.alloc.orphan_bytes() == 0,
+            "orphan chunks still held after empty_cache"
         );
         if let Some(dev) = self.test_dev() {
             ensure!(
@@ -1042,19 +1052,12 @@ impl Harness {
                 dev.live_allocations()
             );
         }
-        // Plain: one device free per device allocation. Virtual memory: every chunk
-        // created was released (growths and releases each handle several chunks).
+        // One device free per device allocation (segments, or chunks).
         ensure!(
-            if self.vmm {
-                s.num_device_chunks == s.num_device_chunks_released
-            } else {
-                s.num_device_alloc == s.num_device_free && s.num_device_chunks == 0
-            },
-            "device allocations/frees {}/{}, chunks {}/{}",
+            s.num_device_alloc == s.num_device_free,
+            "device allocations/frees {}/{}",
             s.num_device_alloc,
-            s.num_device_free,
-            s.num_device_chunks,
-            s.num_device_chunks_released
+            s.num_device_free
         );
         Ok(())
     }
@@ -1074,8 +1077,8 @@ impl Harness {
                 );
                 if self.vmm && b.state == BlockState::Free {
                     ensure!(
-                        !has_whole_page(b),
-                        "after {after}, free block at {} (+{}) still maps a whole page",
+                        !has_whole_chunk(b, seg),
+                        "after {after}, free block at {} (+{}) still holds a whole chunk",
                         b.addr,
                         b.size
                     );
@@ -1091,9 +1094,9 @@ impl Harness {
             }
         }
         ensure!(
-            self.alloc.held_page_bytes() == 0,
-            "after {after}, {} bytes of pages are held",
-            self.alloc.held_page_bytes()
+            self.alloc.orphan_bytes() == 0,
+            "after {after}, {} bytes of orphan chunks are held",
+            self.alloc.orphan_bytes()
         );
         Ok(())
     }
@@ -1104,7 +1107,7 @@ impl Harness {
             .map_err(|e| TestCaseError::fail(format!("check_invariants: {e}")))?;
         let stats = self.alloc.stats();
         let snap = self.alloc.snapshot();
-        let held = self.alloc.held_page_bytes();
+        let held = self.alloc.orphan_bytes();
         self.check_snapshot(&snap)?;
         self.check_live(&snap)?;
         check_recount(&stats, &snap, held, self.config.max_split_size)
@@ -1138,11 +1141,14 @@ impl Harness {
             );
             if self.vmm {
                 ensure!(
-                    seg.pages * PAGE == seg.size,
-                    "segment at {} (+{}) has {} pages",
+                    seg.pages * PAGE == seg.size
+                        && seg.chunks.iter().sum::<usize>() == seg.size
+                        && seg.chunks.iter().all(|c| c % PAGE == 0),
+                    "segment at {} (+{}) has {} pages, chunks {:?}",
                     seg.base,
                     seg.size,
-                    seg.pages
+                    seg.pages,
+                    seg.chunks
                 );
                 ensure!(
                     seg.base.0 % PAGE as u64 == 0,
@@ -1305,11 +1311,10 @@ impl Harness {
     }
 
     fn check_backend(&self, stats: &MemoryStats, snap: &[SegmentInfo], held: usize) -> R {
-        if !self.vmm {
-            ensure!(held == 0, "plain path holds {held} bytes of pages");
-        } else {
-            ensure!(held % PAGE == 0, "{held} bytes of pages held");
-        }
+        ensure!(
+            held == 0,
+            "{held} bytes of orphan chunks held (no driver call failed)"
+        );
         let Some(dev) = self.test_dev() else {
             return Ok(());
         };
@@ -1320,36 +1325,31 @@ impl Harness {
             dev.used()
         );
         let c = dev.counters();
+        // Both count the allocations that succeeded.
+        ensure!(
+            c.device_allocs == stats.num_device_alloc && c.device_frees == stats.num_device_free,
+            "backend allocs/refused/frees {}/{}/{}, allocator allocs/frees {}/{}",
+            c.device_allocs,
+            c.failed_allocs,
+            c.device_frees,
+            stats.num_device_alloc,
+            stats.num_device_free
+        );
+        ensure!(
+            c.maps == stats.num_device_map && c.unmaps == stats.num_device_unmap,
+            "backend maps/unmaps {}/{}, allocator {}/{}",
+            c.maps,
+            c.unmaps,
+            stats.num_device_map,
+            stats.num_device_unmap
+        );
         if self.vmm {
+            let chunks: usize = snap.iter().map(|s| s.chunks.len()).sum();
+            let bytes: usize = snap.iter().flat_map(|s| &s.chunks).sum();
             ensure!(
-                dev.live_allocations() * PAGE == reserved,
-                "{} chunks of one page for {reserved} reserved bytes",
+                dev.live_allocations() == chunks && bytes == reserved,
+                "{} chunks on the backend, {chunks} chunks ({bytes} bytes) in segments for {reserved} reserved bytes",
                 dev.live_allocations()
-            );
-            ensure!(
-                c.device_allocs - c.device_frees
-                    == stats.num_device_chunks - stats.num_device_chunks_released,
-                "backend chunks {} - {}, allocator {} - {}",
-                c.device_allocs,
-                c.device_frees,
-                stats.num_device_chunks,
-                stats.num_device_chunks_released
-            );
-            if c.failed_allocs == 0 {
-                ensure!(
-                    c.device_allocs == stats.num_device_chunks,
-                    "{} chunks created, {} counted",
-                    c.device_allocs,
-                    stats.num_device_chunks
-                );
-            }
-            ensure!(
-                c.maps == stats.num_device_map && c.unmaps == stats.num_device_unmap,
-                "backend maps/unmaps {}/{}, allocator {}/{}",
-                c.maps,
-                c.unmaps,
-                stats.num_device_map,
-                stats.num_device_unmap
             );
         } else {
             ensure!(
@@ -1359,17 +1359,8 @@ impl Harness {
                 snap.len()
             );
             ensure!(
-                c.device_allocs == stats.num_device_alloc
-                    && c.device_frees == stats.num_device_free,
-                "backend allocs/frees {}/{}, allocator {}/{}",
-                c.device_allocs,
-                c.device_frees,
-                stats.num_device_alloc,
-                stats.num_device_free
-            );
-            ensure!(
                 c.maps == 0 && stats.num_device_map == 0,
-                "the plain path mapped pages"
+                "the plain path mapped chunks"
             );
         }
         ensure!(
@@ -1444,16 +1435,14 @@ test_backend_properties! {
     plain_default: vmm = false, conf = "", capacity = None;
     plain_max_split_size: vmm = false, conf = "max_split_size_mb:32", capacity = None;
     plain_roundup_power2_divisions: vmm = false, conf = "roundup_power2_divisions:4", capacity = None;
-    plain_reserve_ratio_1: vmm = false, conf = "reserve_ratio:1.0", capacity = None;
     plain_garbage_collection_with_capacity: vmm = false, conf = "garbage_collection_threshold:0.8", capacity = Some(320 << 20);
     plain_everything_with_capacity: vmm = false, conf = "max_split_size_mb:24,roundup_power2_divisions:[256:1,>:4],garbage_collection_threshold:0.6", capacity = Some(448 << 20);
     virtual_default: vmm = true, conf = "", capacity = None;
     virtual_max_split_size: vmm = true, conf = "max_split_size_mb:32", capacity = None;
     virtual_roundup_power2_divisions: vmm = true, conf = "roundup_power2_divisions:4", capacity = None;
-    virtual_reserve_ratio_1: vmm = true, conf = "reserve_ratio:1.0", capacity = None;
-    virtual_reserve_ratio_1_fixed: vmm = true, conf = "reserve_ratio:1.0,adaptive_reserve:False", capacity = None;
+    virtual_small_cap: vmm = true, conf = "memory_limit_mb:96", capacity = None;
     virtual_garbage_collection_with_capacity: vmm = true, conf = "garbage_collection_threshold:0.8", capacity = Some(320 << 20);
-    virtual_everything_with_capacity: vmm = true, conf = "max_split_size_mb:24,roundup_power2_divisions:[256:1,>:4],garbage_collection_threshold:0.6,reserve_ratio:1.0", capacity = Some(448 << 20);
+    virtual_everything_with_capacity: vmm = true, conf = "max_split_size_mb:24,roundup_power2_divisions:[256:1,>:4],garbage_collection_threshold:0.6", capacity = Some(448 << 20);
 }
 
 proptest! {

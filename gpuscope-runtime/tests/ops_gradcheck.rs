@@ -3,105 +3,13 @@
 //!
 //! Each check reduces the operation's output to a scalar with fixed random weights
 //! (`Σ w ⊙ f(x)`), so every output element's gradient matters, then compares the
-//! autograd gradient of each input with `(L(x + h) - L(x - h)) / 2h`.
+//! autograd gradient of each input with `(L(x + h) - L(x - h)) / 2h` (the harness is
+//! `tests/gradcheck/`, shared with `ops_transformer.rs`).
 
-use gpuscope_runtime::tensor::{DType, Generator};
-use gpuscope_runtime::{Device, Tensor, TensorError, no_grad};
+mod gradcheck;
 
-const H: f64 = 1e-6;
-const ATOL: f64 = 1e-6;
-const RTOL: f64 = 1e-5;
-
-fn dev() -> Device {
-    Device::host().unwrap()
-}
-
-fn randn(shape: &[usize], seed: u64) -> Tensor {
-    Tensor::randn_with(shape, DType::F64, &mut Generator::new(seed), &dev()).unwrap()
-}
-
-/// Uniform in `[lo, hi)`.
-fn uniform(shape: &[usize], seed: u64, lo: f64, hi: f64) -> Tensor {
-    let u = Tensor::rand_with(shape, DType::F64, &mut Generator::new(seed), &dev()).unwrap();
-    let v: Vec<f64> = u
-        .to_vec::<f64>()
-        .unwrap()
-        .into_iter()
-        .map(|x| lo + (hi - lo) * x)
-        .collect();
-    Tensor::from_vec(v, shape, &dev()).unwrap()
-}
-
-/// Values away from 0 (for relu's kink).
-fn away_from_zero(shape: &[usize], seed: u64) -> Tensor {
-    let v: Vec<f64> = randn(shape, seed)
-        .to_vec::<f64>()
-        .unwrap()
-        .into_iter()
-        .map(|x| {
-            if x.abs() < 0.05 {
-                x.signum() * 0.05 + x
-            } else {
-                x
-            }
-        })
-        .collect();
-    Tensor::from_vec(v, shape, &dev()).unwrap()
-}
-
-/// Checks the gradients of `f` at `inputs` (all f64 leaves; those in `wrt` require grad).
-fn check(name: &str, inputs: &[Tensor], f: impl Fn(&[Tensor]) -> Result<Tensor, TensorError>) {
-    let leaves: Vec<Tensor> = inputs
-        .iter()
-        .map(|t| t.deep_clone().unwrap().set_requires_grad(true))
-        .collect();
-    let out = f(&leaves).unwrap_or_else(|e| panic!("{name}: forward failed: {e}"));
-    let weights = randn(out.shape(), 999);
-    let loss = out.mul(&weights).unwrap().sum().unwrap();
-    loss.backward()
-        .unwrap_or_else(|e| panic!("{name}: backward failed: {e}"));
-
-    let value = |xs: &[Tensor]| -> f64 {
-        no_grad(|| {
-            f(xs)
-                .unwrap()
-                .mul(&weights)
-                .unwrap()
-                .sum()
-                .unwrap()
-                .item()
-                .unwrap()
-        })
-    };
-    for (i, leaf) in leaves.iter().enumerate() {
-        let analytic = leaf
-            .grad()
-            .unwrap_or_else(|| panic!("{name}: input {i} got no gradient"))
-            .to_vec::<f64>()
-            .unwrap();
-        let base = inputs[i].to_vec::<f64>().unwrap();
-        assert_eq!(
-            analytic.len(),
-            base.len(),
-            "{name}: gradient {i} has the wrong size"
-        );
-        for j in 0..base.len() {
-            let at = |delta: f64| {
-                let mut v = base.clone();
-                v[j] += delta;
-                let mut xs: Vec<Tensor> = inputs.to_vec();
-                xs[i] = Tensor::from_vec(v, inputs[i].shape(), &dev()).unwrap();
-                value(&xs)
-            };
-            let numeric = (at(H) - at(-H)) / (2.0 * H);
-            let a = analytic[j];
-            assert!(
-                (a - numeric).abs() <= ATOL + RTOL * numeric.abs().max(a.abs()),
-                "{name}: d/dx{i}[{j}]: autograd {a}, finite differences {numeric}"
-            );
-        }
-    }
-}
+use gpuscope_runtime::{Tensor, TensorError, no_grad};
+use gradcheck::{away_from_zero, check, dev, randn, uniform};
 
 #[test]
 fn add_sub_mul_div_same_shape() {

@@ -1,12 +1,15 @@
-//! Multi-threaded stress: one allocator shared by 8 threads, each allocating and freeing
-//! at random on its own stream and on the default stream.
+//! Multi-threaded stress: one allocator shared by 8 threads, each allocating, freeing,
+//! recording blocks on other streams (`record_stream`), fencing and emptying the cache
+//! at random, on its own stream and on the default stream.
 //!
 //! On the host backend every block gets a byte pattern of its thread and sequence number,
 //! checked before the block is freed, so two threads handed overlapping memory corrupt
 //! each other's patterns. On the test backend (virtual memory, which holds no data) a
 //! shared registry of live ranges catches overlap instead. Meanwhile an observer thread
 //! checks the allocator's invariants. At the end nothing is allocated, the accumulated
-//! counts equal what the threads did, and `empty_cache` returns everything.
+//! counts equal what the threads did (allocations, frees, requested bytes, and on the
+//! virtual memory path one event per other stream a freed block was recorded on, plus
+//! one per fence), and `empty_cache` returns everything.
 //!
 //! 20,000 operations per thread in release builds, fewer in debug builds.
 
@@ -18,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use gpuscope_runtime::alloc::{AllocConfig, BlockState, CachingAllocator, RawBlock};
 use gpuscope_runtime::backend::host::HostBackend;
-use gpuscope_runtime::backend::test::TestBackend;
+use gpuscope_runtime::backend::test::{EventMode, TestBackend};
 use gpuscope_runtime::backend::{Backend, StreamId};
 
 const THREADS: usize = 8;
@@ -73,6 +76,8 @@ struct Tally {
     allocs: i64,
     frees: i64,
     requested: i64,
+    /// Events the frees had to record: one per other stream each freed block was used on.
+    free_events: u64,
 }
 
 /// Bytes written at each end of a block (and in its middle); blocks up to `WHOLE` bytes
@@ -317,45 +322,74 @@ fn register(reg: &Registry, addr: u64, len: u64, t: usize) {
 fn vm_worker(
     t: usize,
     alloc: Arc<CachingAllocator>,
+    dev: Arc<TestBackend>,
     streams: [StreamId; 2],
     reg: Arc<Registry>,
     barrier: Arc<Barrier>,
 ) -> Tally {
     let mut rng = Rng(0xC0FFEE + t as u64);
-    let mut live: Vec<RawBlock> = Vec::new();
+    // Each live block, with the other streams it was recorded on.
+    let mut live: Vec<(RawBlock, Vec<StreamId>)> = Vec::new();
     let mut tally = Tally::default();
     barrier.wait();
     for _ in 0..ops_per_thread() {
-        if live.len() < 4 || (live.len() < 48 && rng.below(100) < 55) {
+        let roll = rng.below(1000);
+        if roll < 8 {
+            // Work on a stream finishes: its pending frees may complete.
+            dev.complete_stream(streams[rng.below(2)]);
+        } else if roll < 10 {
+            alloc.record_fence(streams[rng.below(2)]).unwrap();
+        } else if roll < 11 {
+            alloc.empty_cache().unwrap();
+        } else if roll < 60 && !live.is_empty() {
+            let i = rng.below(live.len());
+            let other = streams[rng.below(2)];
+            alloc.record_stream(&live[i].0, other).unwrap();
+            if other != live[i].0.stream() && !live[i].1.contains(&other) {
+                live[i].1.push(other);
+            }
+        } else if live.len() < 4 || (live.len() < 48 && rng.below(100) < 55) {
             let size = rng.size();
             let stream = streams[rng.below(2)];
             let block = alloc.allocate(size, stream).unwrap();
             register(&reg, block.addr().0, size as u64, t);
             tally.allocs += 1;
             tally.requested += size as i64;
-            live.push(block);
+            live.push((block, Vec::new()));
         } else {
-            let b = live.swap_remove(rng.below(live.len()));
+            let (b, uses) = live.swap_remove(rng.below(live.len()));
             reg.lock().unwrap().remove(&b.addr().0).expect("registered");
             alloc.free(b).unwrap();
             tally.frees += 1;
+            tally.free_events += uses.len() as u64;
         }
     }
-    for b in live {
+    for (b, uses) in live {
         reg.lock().unwrap().remove(&b.addr().0);
         alloc.free(b).unwrap();
         tally.frees += 1;
+        tally.free_events += uses.len() as u64;
     }
     tally
 }
 
 /// The same on the virtual memory path (test backend: fake addresses, so overlap is
-/// caught by a shared registry of live ranges, and misuse of mappings by the backend).
+/// caught by a shared registry of live ranges, and misuse of mappings by the backend),
+/// with events that complete only when a thread says so: frees of blocks used on other
+/// streams wait for them, and fences and `empty_cache` run concurrently.
 #[test]
 fn eight_threads_share_one_allocator_with_virtual_memory() {
-    let dev = Arc::new(TestBackend::builder().virtual_memory(2 << 20).build());
-    let alloc =
-        Arc::new(CachingAllocator::new(dev.clone(), "reserve_ratio:1.0".parse().unwrap()).unwrap());
+    let dev = Arc::new(
+        TestBackend::builder()
+            .virtual_memory(2 << 20)
+            .event_mode(EventMode::Manual)
+            .build(),
+    );
+    let config = AllocConfig {
+        fence_interval_us: 0,
+        ..AllocConfig::default()
+    };
+    let alloc = Arc::new(CachingAllocator::new(dev.clone(), config).unwrap());
     assert!(alloc.uses_virtual_memory());
     let reg: Arc<Registry> = Arc::new(Mutex::new(BTreeMap::new()));
     let barrier = Arc::new(Barrier::new(THREADS));
@@ -367,8 +401,9 @@ fn eight_threads_share_one_allocator_with_virtual_memory() {
     let workers: Vec<_> = (0..THREADS)
         .map(|t| {
             let streams = [StreamId::DEFAULT, dev.create_stream().unwrap()];
-            let (alloc, reg, barrier) = (alloc.clone(), reg.clone(), barrier.clone());
-            thread::spawn(move || vm_worker(t, alloc, streams, reg, barrier))
+            let (alloc, dev, reg, barrier) =
+                (alloc.clone(), dev.clone(), reg.clone(), barrier.clone());
+            thread::spawn(move || vm_worker(t, alloc, dev, streams, reg, barrier))
         })
         .collect();
     let tallies: Vec<Tally> = workers
@@ -378,6 +413,14 @@ fn eight_threads_share_one_allocator_with_virtual_memory() {
     stop.store(true, Ordering::Relaxed);
     watcher.join().expect("observer panicked");
     assert!(reg.lock().unwrap().is_empty());
+    let s = alloc.stats();
+    let free_events: u64 = tallies.iter().map(|t| t.free_events).sum();
+    assert!(free_events > 0, "no free waited for another stream");
+    assert_eq!(
+        s.num_event_records,
+        free_events + s.num_fences,
+        "events recorded: one per other stream of each freed block, one per fence"
+    );
     finish(&alloc, &tallies, "virtual memory");
     assert_eq!(dev.used(), 0, "the device still holds memory");
     assert_eq!(dev.live_allocations(), 0);

@@ -1,7 +1,15 @@
-//! Replays the shipped PyTorch traces op by op on the simulated device, checking the
-//! allocator's invariants as it goes, and holds the memory figures to their targets.
+//! Every trace in `tests/data/traces` (the shared PyTorch traces and the corpus recorded
+//! by `bench/record_traces`), replayed on the simulated device:
+//!
+//! - op by op, with the allocator's invariants checked as it goes (virtual memory and
+//!   plain segments);
+//! - warm passes make no driver call that allocates, maps, unmaps, changes access,
+//!   releases or waits (cross-stream frees record and query events, the same number in
+//!   every pass), and ten warm passes are alike in reserved memory and driver calls;
+//! - peak reserved memory stays within 3% of what PyTorch reserved when the trace was
+//!   recorded (the JSON beside each trace).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use gpuscope_runtime::alloc::{AllocConfig, CachingAllocator, RawBlock};
@@ -10,11 +18,30 @@ use gpuscope_runtime::backend::{Backend, StreamId};
 use gpuscope_runtime::trace::replay::{ReplayOptions, replay};
 use gpuscope_runtime::trace::{Trace, TraceOp};
 
-fn trace(name: &str) -> Trace {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/traces")
-        .join(name);
-    Trace::read(&path).unwrap()
+fn traces_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/traces")
+}
+
+/// Every trace file, by name, sorted.
+fn all_traces() -> Vec<(String, Trace)> {
+    let mut names: Vec<PathBuf> = std::fs::read_dir(traces_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "csv"))
+        .collect();
+    names.sort();
+    assert!(
+        names.len() >= 12,
+        "the corpus has {} traces: expected the 3 shared ones and 9 recorded",
+        names.len()
+    );
+    names
+        .iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, Trace::read(p).unwrap())
+        })
+        .collect()
 }
 
 fn sim() -> Arc<TestBackend> {
@@ -27,22 +54,39 @@ fn sim() -> Arc<TestBackend> {
 }
 
 /// Replays every op, checking invariants every `every` ops and at the end of each pass.
-fn replay_checked(backend: Arc<dyn Backend>, config: AllocConfig, t: &Trace, every: usize) {
+fn replay_checked(
+    backend: Arc<dyn Backend>,
+    config: AllocConfig,
+    name: &str,
+    t: &Trace,
+    every: usize,
+) {
     let alloc = CachingAllocator::new(backend.clone(), config).unwrap();
-    let streams = [StreamId::DEFAULT, backend.create_stream().unwrap()];
+    let mut streams = std::collections::HashMap::new();
+    for s in t.streams() {
+        let id = if s == 0 {
+            StreamId::DEFAULT
+        } else {
+            backend.create_stream().unwrap()
+        };
+        streams.insert(s, id);
+    }
     for pass in 0..2 {
         let mut live: std::collections::HashMap<u64, RawBlock> = Default::default();
         for (i, op) in t.ops().iter().enumerate() {
             match *op {
                 TraceOp::Alloc { id, size, stream } => {
-                    live.insert(id, alloc.allocate(size, streams[stream as usize]).unwrap());
+                    live.insert(id, alloc.allocate(size, streams[&stream]).unwrap());
                 }
                 TraceOp::Free { id } => alloc.free(live.remove(&id).unwrap()).unwrap(),
+                TraceOp::RecordStream { id, stream } => {
+                    alloc.record_stream(&live[&id], streams[&stream]).unwrap()
+                }
             }
             if i % every == 0 {
                 alloc
                     .check_invariants()
-                    .unwrap_or_else(|e| panic!("pass {pass}, op {i}: {e}"));
+                    .unwrap_or_else(|e| panic!("{name}, pass {pass}, op {i}: {e}"));
             }
         }
         for (_, b) in live.drain() {
@@ -50,100 +94,106 @@ fn replay_checked(backend: Arc<dyn Backend>, config: AllocConfig, t: &Trace, eve
         }
         alloc
             .check_invariants()
-            .unwrap_or_else(|e| panic!("end of pass {pass}: {e}"));
+            .unwrap_or_else(|e| panic!("{name}, end of pass {pass}: {e}"));
     }
     alloc.empty_cache().unwrap();
     alloc.check_invariants().unwrap();
     let s = alloc.stats();
     assert_eq!(
         s.reserved_bytes.all.current, 0,
-        "empty_cache returns everything once nothing is live"
+        "{name}: empty_cache returns everything once nothing is live"
     );
 }
 
 #[test]
 fn invariants_hold_through_every_trace_with_virtual_memory() {
-    for name in ["bert_infer.csv", "gpt2_train.csv", "prefetch_train.csv"] {
-        replay_checked(sim(), AllocConfig::default(), &trace(name), 97);
+    for (name, t) in all_traces() {
+        replay_checked(sim(), AllocConfig::default(), &name, &t, 499);
     }
 }
 
 #[test]
 fn invariants_hold_through_every_trace_with_plain_segments() {
     let config: AllocConfig = "expandable_segments:False".parse().unwrap();
-    for name in ["bert_infer.csv", "gpt2_train.csv", "prefetch_train.csv"] {
-        replay_checked(sim(), config.clone(), &trace(name), 97);
+    for (name, t) in all_traces() {
+        replay_checked(sim(), config.clone(), &name, &t, 499);
     }
 }
 
-/// PyTorch's peak reserved / peak allocated on the same traces (torch_replay on the H100,
-/// default and expandable-segment modes; BENCHMARKS.md): the better of the two.
-const TORCH_BEST_RATIO: [(&str, f64); 3] = [
-    ("bert_infer.csv", 1.095),
-    ("gpt2_train.csv", 1.047),
-    ("prefetch_train.csv", 1.109),
-];
-
+/// With virtual memory (the default). Plain segments follow PyTorch's own policy,
+/// which can still grow in a warm pass (it does on `gpt_generate_kvcache`).
 #[test]
-fn fixed_reserve_ratio_bounds_reserved_memory() {
-    for ratio in [1.02, 1.05] {
-        let config: AllocConfig = format!("reserve_ratio:{ratio},adaptive_reserve:False")
-            .parse()
-            .unwrap();
-        for (name, torch) in TORCH_BEST_RATIO {
-            let alloc = CachingAllocator::new(sim(), config.clone()).unwrap();
-            let r = replay(
-                &alloc,
-                &trace(name),
-                name,
-                &ReplayOptions { warm_passes: 2 },
-            )
-            .unwrap();
-            // Pages partly in use cannot be remapped, so the ratio can pass the target
-            // by what such pages hold; on these traces that stays under 1.5%.
-            assert!(
-                r.ratio() <= ratio + 0.015,
-                "{name}: peak reserved / peak allocated = {:.4} with reserve_ratio {ratio}",
-                r.ratio()
+fn warm_passes_make_no_driver_calls_and_ten_passes_are_alike() {
+    for config in [""] {
+        for (name, t) in all_traces() {
+            let alloc = CachingAllocator::new(sim(), config.parse().unwrap()).unwrap();
+            let r = replay(&alloc, &t, &name, &ReplayOptions { warm_passes: 10 }).unwrap();
+            let warm = r.warm_calls();
+            assert_eq!(
+                warm.memory_and_waits(),
+                0,
+                "{name} ({config:?}): warm passes made driver calls: {warm}"
             );
             assert!(
-                r.ratio() < torch,
-                "{name}: {:.4} is not below PyTorch's {torch}",
-                r.ratio()
+                r.warm_passes_identical(),
+                "{name} ({config:?}): warm passes differ: {:?}",
+                r.passes
             );
+            assert_eq!(
+                r.passes[1].peak_reserved, r.peak_reserved,
+                "{name} ({config:?}): a warm pass reserved less than the cold one"
+            );
+            let records = t
+                .ops()
+                .iter()
+                .filter(|o| matches!(o, TraceOp::RecordStream { .. }))
+                .count() as u64;
+            assert_eq!(
+                r.passes[1].calls.event_records, records,
+                "{name}: one event per record_stream"
+            );
+            assert!(r.cold_calls().allocs > 0, "{name}: the cold pass grew");
         }
     }
 }
 
+/// PyTorch's peak reserved bytes when the trace was recorded (default settings), from
+/// the JSON beside it.
+fn pytorch_reserved(name: &str) -> usize {
+    let json = traces_dir().join(Path::new(name).with_extension("json"));
+    let text = std::fs::read_to_string(&json).unwrap();
+    let key = "\"max_reserved_bytes\":";
+    let at = text
+        .find(key)
+        .unwrap_or_else(|| panic!("{json:?} has no {key}"))
+        + key.len();
+    text[at..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 #[test]
-fn default_settings_beat_pytorch_and_stop_remapping_on_repeated_passes() {
-    for (name, torch) in TORCH_BEST_RATIO {
+fn peak_reserved_stays_near_or_below_pytorch() {
+    let mut worst = (String::new(), 0.0);
+    for (name, t) in all_traces() {
         let alloc = CachingAllocator::new(sim(), AllocConfig::default()).unwrap();
-        let r = replay(
-            &alloc,
-            &trace(name),
-            name,
-            &ReplayOptions { warm_passes: 3 },
-        )
-        .unwrap();
+        let r = replay(&alloc, &t, &name, &ReplayOptions { warm_passes: 1 }).unwrap();
+        let ratio = r.peak_reserved as f64 / pytorch_reserved(&name) as f64;
         assert!(
-            r.ratio() < torch,
-            "{name}: {:.4} is not below PyTorch's {torch}",
-            r.ratio()
+            ratio <= 1.03,
+            "{name}: peak reserved {} is {ratio:.4} of PyTorch's",
+            r.peak_reserved
         );
-        // Ten more passes: adaptation brings remapping to (nearly) nothing.
-        let r10 = replay(
-            &alloc,
-            &trace(name),
-            name,
-            &ReplayOptions { warm_passes: 10 },
-        )
-        .unwrap();
-        let ops = r10.ops as u64 * 10;
-        assert!(
-            r10.warm_device_maps * 100 < ops,
-            "{name}: {} maps in {ops} warm operations",
-            r10.warm_device_maps
-        );
+        if ratio > worst.1 {
+            worst = (name, ratio);
+        }
     }
+    eprintln!(
+        "highest peak reserved against PyTorch's: {} ({:.4})",
+        worst.0, worst.1
+    );
 }

@@ -1,39 +1,84 @@
-//! `backward_in_no_grad` (deny): `.backward()` where gradients are off: in a `#[no_grad]`
-//! function, in a closure passed to `no_grad(..)`, or after `let _g = no_grad_guard();` in
-//! the same block. No graph was recorded there, so the call fails or computes nothing.
-//! A closure passed to `enable_grad(..)` / `with_grad(..)` turns gradients back on.
+//! `backward_in_no_grad` (deny): `.backward()` where gradients are off.
 
 use syn::Expr;
-use syn::spanned::Spanned;
 
+use crate::check::Check;
+use crate::context::{Cx, NoGrad, Sink};
 use crate::syntax::show;
-use crate::visit::{NoGrad, Sink, State};
 use crate::{Level, Rule};
 
 pub(crate) const RULE: Rule = Rule {
     name: "backward_in_no_grad",
     default: Level::Deny,
-    summary: "`.backward()` called where gradients are off (`#[no_grad]` fn, `no_grad(|| ..)` closure)",
+    summary: "`.backward()` called where gradients are off (`#[no_grad]` fn, `no_grad(|| ..)` closure, no-grad guard)",
+    docs: DOCS,
 };
 
-pub(crate) fn check(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
-    let Expr::MethodCall(call) = e else { return };
-    if call.method != "backward" {
-        return;
+const DOCS: &str = r#"## `backward_in_no_grad`
+
+Default level: **deny**.
+
+### What it does
+Finds `.backward()` called where gradients are off: in a `#[no_grad]` function, in a
+closure passed to `no_grad(..)` (gpuscope, tch), or after a no-grad guard in the same block
+(`let _g = GradModeGuard::no_grad();`, `let _g = tch::no_grad_guard();`). A closure passed
+to `enable_grad(..)` / `with_grad(..)` turns gradients back on.
+
+### Why is this bad
+No autograd graph was recorded there, so the call fails or computes nothing, and the
+activations the code meant to free by turning gradients off are what it meant to train on.
+
+### Example
+```rust
+#[no_grad]
+fn evaluate(model: &Model, x: &Tensor, y: &Tensor) -> f32 {
+    let loss = model.forward(x).mse_loss(y);
+    loss.backward();
+    loss.item()
+}
+```
+Use instead:
+```rust
+#[no_grad]
+fn evaluate(model: &Model, x: &Tensor, y: &Tensor) -> f32 {
+    let loss = model.forward(x).mse_loss(y);
+    loss.item()
+}
+```
+
+### Known problems
+- A guard taken in a caller, or gradients turned off through a library call the tables do
+  not know, are not seen.
+"#;
+
+/// The rule's checks.
+pub(crate) struct BackwardInNoGrad;
+
+impl Check for BackwardInNoGrad {
+    fn rule(&self) -> &'static Rule {
+        &RULE
     }
-    let Some(no_grad) = st.f.no_grad else { return };
-    let place = match no_grad {
-        NoGrad::Fn => "a `#[no_grad]` function",
-        NoGrad::Closure => "a closure passed to `no_grad(..)`",
-        NoGrad::Guard => "a block holding a no-grad guard",
-    };
-    let value = show(&call.receiver);
-    sink.emit(
-        &RULE,
-        e.span(),
-        format!("`{value}.backward()` inside {place}: no autograd graph was recorded, so there is nothing to differentiate"),
-        "compute the loss and call `.backward()` outside `no_grad` (or inside `enable_grad(|| ..)`); keep `no_grad` for evaluation".to_owned(),
-    );
+
+    fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
+        let Expr::MethodCall(call) = e else { return };
+        if call.method != "backward" {
+            return;
+        }
+        let Some(no_grad) = cx.f.no_grad else { return };
+        let place = match no_grad {
+            NoGrad::Fn => "a `#[no_grad]` function",
+            NoGrad::Closure => "a closure passed to `no_grad(..)`",
+            NoGrad::Guard => "a block holding a no-grad guard",
+        };
+        let value = show(&call.receiver);
+        sink.emit(
+            &RULE,
+            e,
+            format!("`{value}.backward()` inside {place}: no autograd graph was recorded, so there is nothing to differentiate"),
+            "compute the loss and call `.backward()` outside `no_grad` (or inside `enable_grad(|| ..)`); keep `no_grad` for evaluation".to_owned(),
+            None,
+        );
+    }
 }
 
 #[cfg(test)]

@@ -1,36 +1,82 @@
-//! `empty_cache_in_loop` (warn): `empty_cache()` (a method, `cuda.empty_cache()`, or a
-//! path call, `gpuscope::empty_cache()`) inside a loop. Emptying the cache every iteration
-//! hands blocks back to the driver only for the next iteration to allocate them again.
+//! `empty_cache_in_loop` (warn): `empty_cache()` inside a loop.
 
 use syn::Expr;
-use syn::spanned::Spanned;
 
+use crate::check::Check;
+use crate::context::{Cx, Sink};
 use crate::syntax::callee_name;
-use crate::visit::{Sink, State};
 use crate::{Level, Rule};
 
 pub(crate) const RULE: Rule = Rule {
     name: "empty_cache_in_loop",
     default: Level::Warn,
     summary: "`empty_cache()` inside a loop frees cached blocks only to allocate them again next iteration",
+    docs: DOCS,
 };
 
-pub(crate) fn check(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
-    if !st.in_loop() {
-        return;
+const DOCS: &str = r#"## `empty_cache_in_loop`
+
+Default level: **warn**.
+
+### What it does
+Finds `empty_cache()` (a method, `alloc.empty_cache()`, or a path call,
+`gpuscope::empty_cache()`, `tch::Cuda::empty_cache()`) inside a loop.
+
+### Why is this bad
+Emptying the cache hands every free cached block back to the driver; the next iteration
+then pays for fresh device allocations (slow, and synchronising) of the same sizes. The
+caching allocator exists to reuse those blocks.
+
+### Example
+```rust
+fn train(alloc: &Allocator, data: &[Batch]) {
+    for batch in data {
+        step(batch);
+        alloc.empty_cache();
     }
-    let is_empty_cache = match e {
-        Expr::MethodCall(m) => m.method == "empty_cache",
-        Expr::Call(c) => callee_name(c).is_some_and(|name| name == "empty_cache"),
-        _ => false,
-    };
-    if is_empty_cache {
-        sink.emit(
-            &RULE,
-            e.span(),
-            "`empty_cache()` inside a loop returns cached blocks to the driver every iteration, so the next one pays for fresh device allocations".to_owned(),
-            "call `empty_cache()` once after the loop, or not at all: the caching allocator reuses freed blocks".to_owned(),
-        );
+}
+```
+Use instead:
+```rust
+fn train(alloc: &Allocator, data: &[Batch]) {
+    for batch in data {
+        step(batch);
+    }
+    alloc.empty_cache();
+}
+```
+
+### Known problems
+- A loop over models of very different sizes may empty the cache on purpose between them:
+  allow the rule there.
+"#;
+
+/// The rule's checks.
+pub(crate) struct EmptyCacheInLoop;
+
+impl Check for EmptyCacheInLoop {
+    fn rule(&self) -> &'static Rule {
+        &RULE
+    }
+
+    fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
+        if !cx.in_loop() {
+            return;
+        }
+        let is_empty_cache = match e {
+            Expr::MethodCall(m) => m.method == "empty_cache",
+            Expr::Call(c) => callee_name(c).is_some_and(|name| name == "empty_cache"),
+            _ => false,
+        };
+        if is_empty_cache {
+            sink.emit(
+                &RULE,
+                e,
+                "`empty_cache()` inside a loop returns cached blocks to the driver every iteration, so the next one pays for fresh device allocations".to_owned(),
+                "call `empty_cache()` once after the loop, or not at all: the caching allocator reuses freed blocks".to_owned(),
+                None,
+            );
+        }
     }
 }
 

@@ -1,62 +1,160 @@
-//! `forget_tensor` (deny): `mem::forget(x)`, `ManuallyDrop::new(x)`, `Box::leak(x)` or
-//! `Vec::leak(x)` of a value that may be a tensor: its destructor never runs, so its GPU
-//! memory never goes back to the allocator. Arguments that are obviously not tensors
-//! (literals, strings being built, boxes of those) do not fire.
+//! `forget_tensor` (deny): `mem::forget`, `ManuallyDrop::new`, `Box::leak` or `Vec::leak`
+//! of a value known to own device memory.
 
 use syn::Expr;
-use syn::spanned::Spanned;
 
-use crate::syntax::{callee_path, obviously_not_tensor, path_ends_with, show, strip};
-use crate::visit::{Sink, State, is_forget_path};
+use crate::check::Check;
+use crate::context::{Cx, Sink};
+use crate::syntax::{callee_path, ident_of, path_ends_with, show, strip};
 use crate::{Level, Rule};
 
 pub(crate) const RULE: Rule = Rule {
     name: "forget_tensor",
     default: Level::Deny,
-    summary: "`mem::forget`, `ManuallyDrop::new` or `Box::leak` of a value that may own GPU memory",
+    summary: "`mem::forget`, `ManuallyDrop::new` or `Box::leak` of a value that owns GPU memory",
+    docs: DOCS,
 };
 
-pub(crate) fn check(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
-    let Expr::Call(call) = e else { return };
-    let Some(path) = callee_path(call) else {
-        return;
-    };
-    let what = if is_forget_path(path, st.file) {
-        "mem::forget"
-    } else if path_ends_with(path, &["ManuallyDrop", "new"]) {
-        "ManuallyDrop::new"
-    } else if path_ends_with(path, &["Box", "leak"]) {
-        "Box::leak"
-    } else if path_ends_with(path, &["Vec", "leak"]) {
-        "Vec::leak"
-    } else {
-        return;
-    };
-    let Some(arg) = call.args.first() else { return };
-    if obviously_not_tensor(arg) || rebuilt_from_raw(arg) {
-        return;
+const DOCS: &str = r#"## `forget_tensor`
+
+Default level: **deny**.
+
+### What it does
+Finds `std::mem::forget(x)`, `ManuallyDrop::new(x)`, `Box::leak(x)` and `Vec::leak(x)` where
+`x` is known to own device memory: a tensor or a device buffer of a supported library
+(gpuscope, candle, burn, tch, dfdx, cudarc, cust, neuronika), a value of a struct of the file
+holding one, or the result of a tensor constructor or op.
+
+### Why is this bad
+A forgotten value's destructor never runs, so its device memory never goes back to the
+allocator: it stays reserved until the process exits, and a `#[gpu_scope]` around the call
+cannot free it either.
+
+### Example
+```rust
+fn features(x: &Tensor) -> Tensor {
+    let hidden = x.matmul(&x.t());
+    let out = hidden.relu();
+    std::mem::forget(hidden);
+    out
+}
+```
+Use instead:
+```rust
+fn features(x: &Tensor) -> Tensor {
+    let hidden = x.matmul(&x.t());
+    let out = hidden.relu();
+    drop(hidden);
+    out
+}
+```
+
+### Known problems
+- Code in `fn main` outside its loops does not fire: what it forgets lives no longer than
+  `main`'s own locals.
+- Values whose type is not known (a type of another file, a type parameter) are not
+  reported: the rule prefers silence.
+- Handing ownership over is not a leak and is not reported: forgetting `self` (or a value of
+  the `impl`'s own type) inside its `impl`, forgetting a value after taking its raw pointer
+  (`as_ptr`, `device_ptr`, `into_raw`, ...), a `Box::leak` whose result becomes a raw pointer
+  (`as *mut _`), and values rebuilt from raw pointers (`Arc::from_raw`, `ptr::read`).
+"#;
+
+/// The rule's checks.
+pub(crate) struct ForgetTensor;
+
+impl Check for ForgetTensor {
+    fn rule(&self) -> &'static Rule {
+        &RULE
     }
-    let value = show(arg);
-    let scope = if st.f.scoped {
-        "; the enclosing `#[gpu_scope]` cannot free it either"
-    } else {
-        ""
+
+    fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
+        let Expr::Call(call) = e else { return };
+        let Some(path) = callee_path(call) else {
+            return;
+        };
+        let what = if path_ends_with(path, &["mem", "forget"])
+            || (cx.index().forget_imported && path.is_ident("forget"))
+        {
+            "mem::forget"
+        } else if path_ends_with(path, &["ManuallyDrop", "new"]) {
+            "ManuallyDrop::new"
+        } else if path_ends_with(path, &["Box", "leak"]) {
+            "Box::leak"
+        } else if path_ends_with(path, &["Vec", "leak"]) {
+            "Vec::leak"
+        } else {
+            return;
+        };
+        let Some(arg) = call.args.first() else { return };
+        if cx.runs_once() || !cx.value(arg).owns_device_memory() || hands_over(e, arg, cx) {
+            return;
+        }
+        let value = show(arg);
+        let scope = if cx.f.scoped {
+            "; the enclosing `#[gpu_scope]` cannot free it either"
+        } else {
+            ""
+        };
+        let (message, help) = match what {
+            "mem::forget" => (
+                format!("`{what}({value})` leaks `{value}`: its destructor never runs, so its GPU memory is never freed{scope}"),
+                format!("let `{value}` drop (or call `drop({value})`); to hand it on, return it or move it into its owner"),
+            ),
+            "ManuallyDrop::new" => (
+                format!("`{what}({value})` never drops `{value}` unless `ManuallyDrop::drop` is called: its GPU memory leaks{scope}"),
+                format!("keep `{value}` as a plain value and let it drop; if it must outlive this function, return it"),
+            ),
+            _ => (
+                format!("`{what}({value})` leaks `{value}` for the rest of the program: its GPU memory is never freed{scope}"),
+                "return the value, or store it in an owner that drops it (a struct field, a bounded cache)".to_owned(),
+            ),
+        };
+        sink.emit(&RULE, e, message, help, None);
+    }
+}
+
+/// Whether forgetting `arg` hands its memory over rather than leaking it: `self` or a
+/// value of the `impl`'s own type, a value whose raw pointer the function took, or a value
+/// rebuilt from a raw pointer.
+fn hands_over(call: &Expr, arg: &Expr, cx: &Cx<'_>) -> bool {
+    if cx
+        .f
+        .raw_casts
+        .contains(&(std::ptr::from_ref(call) as usize))
+    {
+        return true;
+    }
+    let inner = match strip(arg) {
+        // `Box::leak(Box::new(x))`: what is boxed.
+        Expr::Call(call)
+            if callee_path(call).is_some_and(|p| path_ends_with(p, &["Box", "new"])) =>
+        {
+            call.args.first().map_or(arg, |a| a)
+        }
+        _ => arg,
     };
-    let (message, help) = match what {
-        "mem::forget" => (
-            format!("`{what}({value})` leaks `{value}`: its destructor never runs, so its GPU memory is never freed{scope}"),
-            format!("let `{value}` drop (or call `drop({value})`); to hand it on, return it or move it into its owner"),
-        ),
-        "ManuallyDrop::new" => (
-            format!("`{what}({value})` never drops `{value}` unless `ManuallyDrop::drop` is called: its GPU memory leaks{scope}"),
-            format!("keep `{value}` as a plain value and let it drop; if it must outlive this function, return it"),
-        ),
-        _ => (
-            format!("`{what}({value})` leaks `{value}` for the rest of the program: its GPU memory is never freed{scope}"),
-            "return the value, or store it in an owner that drops it (a struct field, a bounded cache)".to_owned(),
-        ),
+    if rebuilt_from_raw(inner) {
+        return true;
+    }
+    let Some(ident) = ident_of(inner) else {
+        return false;
     };
-    sink.emit(&RULE, e.span(), message, help);
+    if ident == "self" {
+        return true;
+    }
+    let name = ident.to_string();
+    let self_name = cx
+        .env
+        .types
+        .self_ty()
+        .and_then(|ty| cx.env.types.info(ty).name);
+    let own_type = self_name.is_some()
+        && cx
+            .env
+            .binding(&name)
+            .is_some_and(|value| value.name == self_name);
+    own_type || cx.f.raw_taken.contains(&name)
 }
 
 /// Whether `arg` is a value rebuilt from a raw pointer (`Arc::from_raw(p)`, `ptr::read(p)`,
@@ -90,14 +188,14 @@ mod tests {
     const RULE: &str = "forget_tensor";
 
     #[test]
-    fn fires_on_forget_manually_drop_and_leak() {
+    fn fires_on_forget_manually_drop_and_leak_of_tensors() {
         let src = r#"
 use std::mem::ManuallyDrop;
-fn f(t: Tensor, u: Tensor, v: Tensor) {
+fn f(t: Tensor, u: Tensor, v: Tensor, dev: &Device) {
     std::mem::forget(t);
     let kept = ManuallyDrop::new(u);
     let r: &'static mut Tensor = Box::leak(Box::new(v));
-    core::mem::forget(make_tensor());
+    core::mem::forget(Tensor::zeros(&[4], dev));
 }
 "#;
         assert_eq!(hits(RULE, src), [(4, 5), (5, 16), (6, 34), (7, 5)]);
@@ -107,6 +205,7 @@ fn f(t: Tensor, u: Tensor, v: Tensor) {
             "`mem::forget(t)` leaks `t`: its destructor never runs, so its GPU memory is never freed"
         );
         assert!(f.help.contains("drop(t)"), "{}", f.help);
+        assert_eq!(f.end.end().column, 23, "the whole call is underlined");
     }
 
     #[test]
@@ -128,16 +227,19 @@ fn f(t: Tensor, u: Tensor, v: Tensor) {
     }
 
     #[test]
-    fn ignores_non_tensors_and_other_calls() {
+    fn values_that_are_not_tensors_do_not_fire() {
         let src = r#"
-fn f(t: Tensor, name: String) -> Tensor {
+struct Kernel { name: String, grid: (u32, u32) }
+fn f(t: Tensor, name: String, bytes: Vec<u8>, names: Vec<&'static str>, k: Kernel) -> Tensor {
     std::mem::forget(5);
     let s: &'static str = Box::leak(name.into_boxed_str());
     let msg: &'static str = Box::leak(format!("run {}", 1).into_boxed_str());
     let unit = ManuallyDrop::new(());
     let b = Box::leak(Box::new(0u8));
-    drop(t.clone());
-    std::mem::take(&mut vec![1]);
+    std::mem::forget(bytes);
+    let all: &'static [&'static str] = Box::leak(names.into_boxed_slice());
+    let kernel: &'static Kernel = Box::leak(Box::new(k));
+    std::mem::forget(&t);
     t
 }
 "#;
@@ -145,8 +247,46 @@ fn f(t: Tensor, name: String) -> Tensor {
     }
 
     #[test]
-    fn no_forget_no_finding() {
-        let src = "fn f(t: Tensor) -> Tensor { let u = t.relu(); drop(t); u }";
+    fn unknown_types_do_not_fire() {
+        let src = r#"
+fn f<T>(value: T, ctx: Context, data: impl Sized) {
+    std::mem::forget(value);
+    std::mem::forget(ctx);
+    std::mem::forget(data);
+    std::mem::forget(make());
+}
+"#;
+        assert_eq!(hits(RULE, src), []);
+    }
+
+    #[test]
+    fn handing_ownership_over_does_not_fire() {
+        let src = r#"
+use cudarc::driver::CudaSlice;
+struct Buffer { ptr: u64, len: usize, data: CudaSlice<f32> }
+impl Buffer {
+    fn into_raw(self) -> u64 {
+        let me = std::mem::ManuallyDrop::new(self);
+        me.ptr
+    }
+    fn release(b: Buffer) -> u64 {
+        let ptr = b.ptr;
+        std::mem::forget(b);
+        ptr
+    }
+}
+fn export(t: Tensor, out: *mut *mut Tensor) {
+    let p = t.as_ptr();
+    std::mem::forget(t);
+}
+fn ffi(t: Tensor, out: &mut *mut Tensor) {
+    *out = Box::leak(Box::new(t)) as *mut Tensor;
+}
+fn borrowed(p: *const Tensor) {
+    let t = std::mem::ManuallyDrop::new(unsafe { std::ptr::read(p) });
+    let a = std::mem::ManuallyDrop::new(unsafe { Arc::from_raw(p) });
+}
+"#;
         assert_eq!(hits(RULE, src), []);
     }
 }

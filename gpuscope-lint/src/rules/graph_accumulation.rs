@@ -1,69 +1,178 @@
-//! `graph_accumulation` (warn): inside a loop, a loss (a tensor carrying its autograd graph)
-//! is added into, or pushed onto, something that outlives the iteration:
-//! `total = total + loss`, `total += loss` / `&loss`, `losses.push(loss)`. Every
-//! iteration's graph then stays alive. See [`crate::loss`] for what counts as a loss;
-//! `.item()`, `.detach()`, `.to_vec()`, `f32::from` and `as` casts make the value a number.
-//! An accumulator bound inside the same loop body, or declared as plain data
-//! (`let mut total = 0.0;`, `Vec<f32>`), does not fire; neither does code under `no_grad`,
-//! where no graph is recorded.
+//! `graph_accumulation` (warn): a loss (a tensor carrying its autograd graph) added or pushed
+//! into an accumulator that outlives the loop iterations of a training loop.
 
-use syn::spanned::Spanned;
 use syn::{BinOp, Expr};
 
-use crate::loss::{Class, classify};
+use crate::check::Check;
+use crate::context::{Cx, Sink};
+use crate::infer::{Graph, Kind};
 use crate::syntax::{chain_root, ident_of, same_place, show, strip};
-use crate::visit::{Sink, State};
 use crate::{Level, Rule};
 
 pub(crate) const RULE: Rule = Rule {
     name: "graph_accumulation",
     default: Level::Warn,
-    summary: "a loss added or pushed into an accumulator across loop iterations keeps every iteration's graph",
+    summary: "a loss added or pushed into an accumulator across training iterations keeps every iteration's graph",
+    docs: DOCS,
 };
+
+const DOCS: &str = r#"## `graph_accumulation`
+
+Default level: **warn**.
+
+### What it does
+Finds a loss accumulated inside a loop into something that outlives the loop's iterations,
+in every spelling: `total = total + loss`, `total += &loss`, `total = total.add(&loss)?`,
+`total.add_(&loss)`, `losses.push(loss)`, `losses.extend([loss])`. A value is a loss when
+it comes from a loss function (`cross_entropy`, `mse_loss`, ...), when `.backward()` is
+called on it, or when its name says so and its type is not known to be host data; `.item()`,
+`.detach()`, `.to_vec1()`, `into_scalar()`, `as` casts and the like make it a number.
+
+It fires when the loop trains (its body calls `backward` or an optimizer step), or when the
+accumulator is only read back afterwards (`len()`, `item()`) or not used at all. A loss summed
+over the tokens of one sequence in an inner loop without `backward`, and then
+differentiated or returned, is one graph per step as intended, and does not fire; nor does
+an accumulator of host data (`let mut total = 0.0;`, `Vec<f32>`) or code under `no_grad`.
+
+### Why is this bad
+Each iteration's loss holds its whole autograd graph: every activation saved for backward.
+Keeping the losses keeps every graph alive, so memory grows with each iteration until the
+loop ends, or out of memory.
+
+### Example
+```rust
+fn train(model: &Model, opt: &mut Sgd, data: &[Batch]) -> Tensor {
+    let mut total_loss = Tensor::zeros(&[]);
+    for batch in data {
+        opt.zero_grad();
+        let loss = model.forward(&batch.x).cross_entropy(&batch.y);
+        loss.backward();
+        opt.step();
+        total_loss += &loss;
+    }
+    total_loss
+}
+```
+Use instead:
+```rust
+fn train(model: &Model, opt: &mut Sgd, data: &[Batch]) -> f64 {
+    let mut total_loss = 0.0;
+    for batch in data {
+        opt.zero_grad();
+        let loss = model.forward(&batch.x).cross_entropy(&batch.y);
+        loss.backward();
+        opt.step();
+        total_loss += loss.item();
+    }
+    total_loss
+}
+```
+
+### Known problems
+- A loss whose name and origin say nothing (`let out = f(x);` with `f` from another file) is
+  not recognised.
+- An evaluation loop that sums losses without `no_grad` and returns the sum is not reported
+  (it cannot be told from a sequence loss built on purpose).
+"#;
 
 /// How the value is accumulated.
 enum Form {
-    /// `acc += v`, `acc = acc + v`.
+    /// `acc += v`, `acc = acc + v`, `acc = acc.add(&v)?`, `acc.add_(&v)`.
     Add,
     /// `acc.push(v)`.
     Push,
+    /// `acc.extend(vs)`, `acc.append(vs)`.
+    Extend,
 }
 
-pub(crate) fn check(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
-    // Under no_grad no graph is recorded, so nothing is kept alive.
-    if !st.in_loop() || st.f.no_grad.is_some() {
-        return;
+/// The rule's checks.
+pub(crate) struct GraphAccumulation;
+
+impl Check for GraphAccumulation {
+    fn rule(&self) -> &'static Rule {
+        &RULE
     }
-    let Some((acc, value, form)) = accumulation(e) else {
-        return;
-    };
-    // The accumulator must outlive the iteration and be able to hold a tensor.
-    if let Some(ident) = ident_of(chain_root(acc)) {
-        let name = ident.to_string();
-        if st.is_loop_local(&name) || st.binding_class(&name) == Class::Detached {
+
+    fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
+        // Under no_grad no graph is recorded, so nothing is kept alive.
+        if !cx.in_loop() || cx.f.no_grad.is_some() {
             return;
         }
+        let Some((acc, value, form)) = accumulation(e) else {
+            return;
+        };
+        let value_is = cx.value(value);
+        if value_is.graph != Graph::Loss || cx.value(acc).kind == Kind::Host {
+            return;
+        }
+        // The accumulator must outlive the iteration and be able to hold a graph.
+        if let Some(ident) = ident_of(chain_root(acc)) {
+            let name = ident.to_string();
+            if ident == "self" {
+                // A field outlives the function: only a value known to be a tensor counts.
+                if value_is.kind != Kind::Device {
+                    return;
+                }
+            } else {
+                if cx.env.binding(&name).is_some_and(|v| v.kind == Kind::Host) {
+                    return;
+                }
+                let outlived = cx.loops_outlived_by(&name);
+                if outlived.is_empty() {
+                    return;
+                }
+                let trains = outlived.iter().any(|l| l.trains);
+                if !trains && cx.f.graph_used.contains(&name) {
+                    return;
+                }
+            }
+        }
+        let acc_text = show(acc);
+        let value_text = show(strip(value));
+        let help = match form {
+            Form::Add => format!(
+                "accumulate a number: `{acc_text} += {value_text}.item()` (or add `{value_text}.detach()`)"
+            ),
+            Form::Push => format!(
+                "store a number: `{acc_text}.push({value_text}.item())` (or push `{value_text}.detach()`)"
+            ),
+            Form::Extend => {
+                "store numbers: call `.item()` (or `.detach()`) on each loss before adding it"
+                    .to_owned()
+            }
+        };
+        sink.emit(
+            &RULE,
+            e,
+            format!("`{acc_text}` accumulates `{value_text}` across loop iterations, keeping every iteration's autograd graph alive"),
+            help,
+            None,
+        );
     }
-    if classify(value, st) != Class::Loss {
-        return;
-    }
-    let acc_text = show(acc);
-    let value_text = show(strip(value));
-    let help = match form {
-        Form::Add => format!(
-            "accumulate a number: `{acc_text} += {value_text}.item()` (or add `{value_text}.detach()`)"
-        ),
-        Form::Push => format!(
-            "store a number: `{acc_text}.push({value_text}.item())` (or push `{value_text}.detach()`)"
-        ),
-    };
-    sink.emit(
-        &RULE,
-        e.span(),
-        format!("`{acc_text}` accumulates `{value_text}` across loop iterations, keeping every iteration's autograd graph alive"),
-        help,
-    );
 }
+
+/// `e` without `?`, `.unwrap()`, `.expect(..)` and parentheses (fallible tensor ops).
+fn unwrapped(mut e: &Expr) -> &Expr {
+    loop {
+        e = match strip(e) {
+            Expr::Try(t) => &t.expr,
+            Expr::MethodCall(m) if m.method == "unwrap" || m.method == "expect" => &m.receiver,
+            other => return other,
+        };
+    }
+}
+
+/// Methods adding their argument to their receiver and returning the sum.
+const ADDS: &[&str] = &["add", "broadcast_add"];
+
+/// Methods adding their argument into their receiver in place.
+const ADDS_IN_PLACE: &[&str] = &["add_", "add_assign"];
+
+/// Methods storing their argument into their receiver.
+const PUSHES: &[&str] = &["push", "push_back", "push_front"];
+
+/// Methods storing the elements of their argument into their receiver.
+const EXTENDS: &[&str] = &["extend", "append"];
 
 /// `(accumulator, value, form)` when `e` adds or pushes a value into an accumulator.
 fn accumulation(e: &Expr) -> Option<(&Expr, &Expr, Form)> {
@@ -71,7 +180,7 @@ fn accumulation(e: &Expr) -> Option<(&Expr, &Expr, Form)> {
         Expr::Binary(b) if matches!(b.op, BinOp::AddAssign(_)) => {
             Some((&b.left, &b.right, Form::Add))
         }
-        Expr::Assign(a) => match strip(&a.right) {
+        Expr::Assign(a) => match unwrapped(&a.right) {
             Expr::Binary(b) if matches!(b.op, BinOp::Add(_)) => {
                 if same_place(&b.left, &a.left) {
                     Some((&a.left, &b.right, Form::Add))
@@ -81,17 +190,25 @@ fn accumulation(e: &Expr) -> Option<(&Expr, &Expr, Form)> {
                     None
                 }
             }
-            Expr::MethodCall(m)
-                if m.method == "add" && m.args.len() == 1 && same_place(&m.receiver, &a.left) =>
-            {
-                Some((&a.left, &m.args[0], Form::Add))
+            Expr::MethodCall(m) if ADDS.iter().any(|add| m.method == add) && m.args.len() == 1 => {
+                if same_place(unwrapped(&m.receiver), &a.left) {
+                    Some((&a.left, &m.args[0], Form::Add))
+                } else if same_place(unwrapped(&m.args[0]), &a.left) {
+                    Some((&a.left, &m.receiver, Form::Add))
+                } else {
+                    None
+                }
             }
             _ => None,
         },
-        Expr::MethodCall(m)
-            if (m.method == "push" || m.method == "push_back") && m.args.len() == 1 =>
-        {
+        Expr::MethodCall(m) if m.args.len() == 1 && ADDS_IN_PLACE.iter().any(|a| m.method == a) => {
+            Some((&m.receiver, &m.args[0], Form::Add))
+        }
+        Expr::MethodCall(m) if m.args.len() == 1 && PUSHES.iter().any(|p| m.method == p) => {
             Some((&m.receiver, &m.args[0], Form::Push))
+        }
+        Expr::MethodCall(m) if m.args.len() == 1 && EXTENDS.iter().any(|p| m.method == p) => {
+            Some((&m.receiver, &m.args[0], Form::Extend))
         }
         _ => None,
     }
@@ -143,11 +260,12 @@ fn train(&mut self, xs: &[Tensor]) {
         i += 1;
     }
     loop {
-        let out = self.step();
+        let out: StepOutput = self.step();
         self.total = self.total + out.loss;
         break;
     }
 }
+struct StepOutput { loss: Tensor, n: usize }
 "#;
         assert_eq!(hits(RULE, src), [(5, 9), (10, 9)]);
     }
@@ -238,6 +356,100 @@ fn f(model: &Model, data: &[Batch], extra: Tensor) -> Tensor {
         activations.push(x);
     }
     total_loss
+}
+"#;
+        assert_eq!(hits(RULE, src), []);
+    }
+
+    #[test]
+    fn every_spelling_of_an_accumulation_fires() {
+        let src = r#"
+use gpuscope::{Tensor, TensorError};
+fn train(model: &Model, opt: &mut Sgd, data: &[Tensor]) -> Result<Vec<Tensor>, TensorError> {
+    let mut running = Tensor::zeros(&[1], &dev)?;
+    let mut sum = Tensor::zeros(&[1], &dev)?;
+    let mut kept = Vec::new();
+    let mut all = Vec::new();
+    for x in data {
+        let loss = model.forward(x)?.mse_loss(x)?;
+        loss.backward()?;
+        opt.step()?;
+        opt.zero_grad();
+        running = running.add(&loss)?;
+        sum = loss.add(&sum).unwrap();
+        sum.add_(&loss)?;
+        kept.extend([loss.clone()]);
+        all.push_back(loss);
+    }
+    Ok(kept)
+}
+"#;
+        assert_eq!(
+            hits(RULE, src),
+            [(13, 9), (14, 9), (15, 9), (16, 9), (17, 9)]
+        );
+        assert!(
+            findings(RULE, src)[0]
+                .message
+                .starts_with("`running` accumulates `loss`")
+        );
+    }
+
+    #[test]
+    fn a_sequence_loss_built_without_backward_is_one_graph() {
+        let src = r#"
+fn seq_loss(model: &Model, tokens: &[i64]) -> Tensor {
+    let mut loss = Tensor::from(0f32);
+    for &t in tokens {
+        let out = model.step(t);
+        loss = loss + out.nll_loss(&target(t));
+    }
+    loss
+}
+fn layer_losses(features: Vec<(Tensor, Tensor)>) -> Tensor {
+    let mut loss_tensors = Vec::new();
+    for (p, t) in features {
+        let loss = (p - t).powf(2.0).sum();
+        loss_tensors.push(loss);
+    }
+    Tensor::stack(&loss_tensors, 0).sum()
+}
+"#;
+        assert_eq!(hits(RULE, src), []);
+    }
+
+    #[test]
+    fn losses_only_counted_afterwards_fire_without_backward() {
+        let src = r#"
+fn evaluate(model: &Model, data: &[Batch]) -> usize {
+    let mut kept = Vec::new();
+    for batch in data {
+        kept.push(model.loss(batch));
+    }
+    kept.len()
+}
+"#;
+        assert_eq!(hits(RULE, src), [(5, 9)]);
+    }
+
+    #[test]
+    fn strings_paths_and_gradients_are_not_losses() {
+        let src = r#"
+fn list(root: &Path, entries: &[Entry], grads_in: Vec<Tensor>) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut grads = Vec::new();
+    let mut lossy = Vec::new();
+    for entry in entries {
+        let relative = entry.path().strip_prefix(root).unwrap();
+        files.push(relative.to_string_lossy().replace('\\', "/"));
+        lossy.push(entry.name().to_string_lossy());
+    }
+    for (x, out) in grads_in.iter().zip(outs) {
+        let g = out.backward();
+        grads.push(x.grad(&g).unwrap());
+        opt.step();
+    }
+    files
 }
 "#;
         assert_eq!(hits(RULE, src), []);

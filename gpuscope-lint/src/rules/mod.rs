@@ -1,14 +1,10 @@
-//! The rules, one file each. Every rule module has a `RULE` constant (name, default level,
-//! summary) and a `check` function that the [walker](crate::visit) calls on every
-//! expression (`check(expr, state, sink)`) or, for loop rules, on every loop
-//! (`check_loop(loop, state, sink)`). [`RULES`] lists them all; adding a rule means adding
-//! a file here, its `RULE` to [`RULES`] and its call to [`check_expr`] or [`check_loop`].
+//! The rules, one module each: its [`Rule`] (name, default level, summary and docs), its
+//! [`Check`] implementation and its tests. This module is the registry: [`RULES`] lists the
+//! descriptions, [`CHECKS`] the checks, in the same order. Adding a rule means a new module
+//! here and one entry in each list (a test checks that they agree).
 
-use proc_macro2::Span;
-use syn::Expr;
-
-use crate::Rule;
-use crate::visit::{Sink, State};
+use crate::check::Check;
+use crate::{Level, Levels, Rule, UnknownRule};
 
 mod backward_in_no_grad;
 mod empty_cache_in_loop;
@@ -18,6 +14,7 @@ mod item_in_hot_loop;
 mod missing_zero_grad;
 mod out_of_place_update;
 mod retain_graph_in_loop;
+mod scope_escape;
 mod static_escape;
 
 /// Every rule, in the order diagnostics and `gpuscope lint --list-rules` show them.
@@ -27,7 +24,7 @@ mod static_escape;
 ///
 /// let names: Vec<&str> = RULES.iter().map(|r| r.name).collect();
 /// assert_eq!(names[..3], ["forget_tensor", "static_escape", "backward_in_no_grad"]);
-/// assert!(RULES.iter().all(|r| !r.summary.is_empty()));
+/// assert!(RULES.iter().all(|r| !r.summary.is_empty() && !r.docs.is_empty()));
 /// assert_eq!(RULES.iter().filter(|r| r.default == Level::Deny).count(), 3);
 /// ```
 pub const RULES: &[Rule] = &[
@@ -36,10 +33,25 @@ pub const RULES: &[Rule] = &[
     backward_in_no_grad::RULE,
     graph_accumulation::RULE,
     missing_zero_grad::RULE,
+    scope_escape::RULE,
     empty_cache_in_loop::RULE,
     retain_graph_in_loop::RULE,
     out_of_place_update::RULE,
     item_in_hot_loop::RULE,
+];
+
+/// Every rule's checks, in the order of [`RULES`].
+pub(crate) const CHECKS: &[&dyn Check] = &[
+    &forget_tensor::ForgetTensor,
+    &static_escape::StaticEscape,
+    &backward_in_no_grad::BackwardInNoGrad,
+    &graph_accumulation::GraphAccumulation,
+    &missing_zero_grad::MissingZeroGrad,
+    &scope_escape::ScopeEscape,
+    &empty_cache_in_loop::EmptyCacheInLoop,
+    &retain_graph_in_loop::RetainGraphInLoop,
+    &out_of_place_update::OutOfPlaceUpdate,
+    &item_in_hot_loop::ItemInHotLoop,
 ];
 
 /// The rule named `name`, if there is one.
@@ -51,51 +63,53 @@ pub fn rule(name: &str) -> Option<&'static Rule> {
     RULES.iter().find(|r| r.name == name)
 }
 
-/// A loop as the loop rules see it: the span of its head and its body.
-pub(crate) struct Loop<'a> {
-    /// `for pat in expr`, `while cond`, `loop`, or the `for_each` of `.for_each(|..| ..)`.
-    pub(crate) span: Span,
-    pub(crate) body: LoopBody<'a>,
-}
-
-/// The body of a [`Loop`].
-#[derive(Clone, Copy)]
-pub(crate) enum LoopBody<'a> {
-    Block(&'a syn::Block),
-    /// The body of a closure passed to `for_each`.
-    Expr(&'a Expr),
-}
-
-/// Runs the expression rules on `e`.
-pub(crate) fn check_expr(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
-    match e {
-        Expr::Call(_) => {
-            forget_tensor::check(e, st, sink);
-            empty_cache_in_loop::check(e, st, sink);
-            retain_graph_in_loop::check(e, st, sink);
-        }
-        Expr::MethodCall(_) => {
-            static_escape::check(e, st, sink);
-            backward_in_no_grad::check(e, st, sink);
-            graph_accumulation::check(e, st, sink);
-            empty_cache_in_loop::check(e, st, sink);
-            retain_graph_in_loop::check(e, st, sink);
-            item_in_hot_loop::check(e, st, sink);
-        }
-        Expr::Assign(_) => {
-            static_escape::check(e, st, sink);
-            graph_accumulation::check(e, st, sink);
-            out_of_place_update::check(e, st, sink);
-        }
-        Expr::Binary(_) => {
-            static_escape::check(e, st, sink);
-            graph_accumulation::check(e, st, sink);
-        }
-        _ => {}
+impl Default for Levels {
+    /// Every rule of [`RULES`] at its default level.
+    fn default() -> Self {
+        Levels::of_rules(RULES, None)
     }
 }
 
-/// Runs the loop rules on `lp`.
-pub(crate) fn check_loop(lp: &Loop<'_>, st: &State<'_>, sink: &mut Sink<'_>) {
-    missing_zero_grad::check_loop(lp, st, sink);
+impl Levels {
+    /// Every rule at `level`, whatever its default (for example `Levels::all(Level::Warn)` to
+    /// see everything without failing).
+    ///
+    /// ```
+    /// use gpuscope_lint::{Level, Levels, RULES};
+    ///
+    /// let levels = Levels::all(Level::Warn);
+    /// assert!(RULES.iter().all(|rule| levels.get(rule.name) == Some(Level::Warn)));
+    /// ```
+    pub fn all(level: Level) -> Self {
+        Levels::of_rules(RULES, Some(level))
+    }
+}
+
+impl UnknownRule {
+    /// The error for `name`, with a suggestion when a known rule is close to it.
+    ///
+    /// ```
+    /// let err = gpuscope_lint::UnknownRule::new("static_escap");
+    /// assert_eq!(err.suggestion(), Some("static_escape"));
+    /// ```
+    pub fn new(name: &str) -> Self {
+        UnknownRule::among(name, RULES)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checks_and_descriptions_agree() {
+        assert_eq!(CHECKS.len(), RULES.len());
+        for (check, rule) in CHECKS.iter().zip(RULES) {
+            assert_eq!(check.rule(), rule);
+        }
+        let mut names: Vec<&str> = RULES.iter().map(|r| r.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), RULES.len(), "rule names are unique");
+    }
 }

@@ -1,47 +1,90 @@
-//! `retain_graph_in_loop` (warn): inside a loop, a backward call that keeps the graph
-//! (`retain_graph`): a call whose name contains `backward` with a `true` argument
-//! (`Tensor::run_backward(&[&loss], &[], true, false)`, `loss.backward_with(true)`), an
-//! argument `retain_graph = true` / `keep_graph: true` / `create_graph: true`, or an options
-//! builder `.retain_graph(true)`. A retained graph keeps its saved activations; in a loop
-//! that usually means each iteration's graph lives on (PyTorch's "backward through the graph
-//! a second time" workaround that grows memory).
+//! `retain_graph_in_loop` (warn): a backward call that keeps the graph inside a loop.
 
-use syn::spanned::Spanned;
 use syn::{Expr, Lit, Member};
 
+use crate::check::Check;
+use crate::context::{Cx, Sink};
 use crate::syntax::callee_name;
-use crate::visit::{Sink, State};
 use crate::{Level, Rule};
 
 pub(crate) const RULE: Rule = Rule {
     name: "retain_graph_in_loop",
     default: Level::Warn,
     summary: "a backward call that retains the graph inside a loop keeps each iteration's activations",
+    docs: DOCS,
 };
+
+const DOCS: &str = r#"## `retain_graph_in_loop`
+
+Default level: **warn**.
+
+### What it does
+Finds, inside a loop, a backward call that keeps the graph (`retain_graph`): a call whose
+name contains `backward` with a `true` argument (`Tensor::run_backward(&[&loss], &[], true,
+false)`, `loss.backward_with(true)`), an argument `retain_graph = true` / `keep_graph: true` /
+`create_graph: true`, or an options builder `.retain_graph(true)`.
+
+### Why is this bad
+A retained graph keeps its saved activations. In a loop that usually means each
+iteration's graph lives on: PyTorch's "backward through the graph a second time"
+workaround, which grows memory with every iteration.
+
+### Example
+```rust
+fn train(model: &Model, data: &[Batch], x: &Tensor) {
+    for batch in data {
+        let loss = model.loss(batch);
+        Tensor::run_backward(&[&loss], &[x], true, false);
+    }
+}
+```
+Use instead:
+```rust
+fn train(model: &Model, data: &[Batch], x: &Tensor) {
+    for batch in data {
+        let loss = model.loss(batch);
+        Tensor::run_backward(&[&loss], &[x], false, false);
+    }
+}
+```
+
+### Known problems
+- A flag held in a variable (`retain_graph = keep`) is not read.
+"#;
 
 const RETAIN_NAMES: [&str; 3] = ["retain_graph", "keep_graph", "create_graph"];
 
-pub(crate) fn check(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
-    if !st.in_loop() {
-        return;
+/// The rule's checks.
+pub(crate) struct RetainGraphInLoop;
+
+impl Check for RetainGraphInLoop {
+    fn rule(&self) -> &'static Rule {
+        &RULE
     }
-    let (name, args) = match e {
-        Expr::MethodCall(m) => (m.method.to_string(), &m.args),
-        Expr::Call(c) => match callee_name(c) {
-            Some(name) => (name.to_string(), &c.args),
-            None => return,
-        },
-        _ => return,
-    };
-    if !name.contains("backward") || !args.iter().any(retains) {
-        return;
+
+    fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
+        if !cx.in_loop() {
+            return;
+        }
+        let (name, args) = match e {
+            Expr::MethodCall(m) => (m.method.to_string(), &m.args),
+            Expr::Call(c) => match callee_name(c) {
+                Some(name) => (name.to_string(), &c.args),
+                None => return,
+            },
+            _ => return,
+        };
+        if !name.contains("backward") || !args.iter().any(retains) {
+            return;
+        }
+        sink.emit(
+            &RULE,
+            e,
+            format!("`{name}` retains the autograd graph inside a loop: each iteration's saved activations can stay alive"),
+            "retain the graph only for a second backward over the same graph; otherwise sum the losses and call `.backward()` once, and `.detach()` values carried into the next iteration".to_owned(),
+            None,
+        );
     }
-    sink.emit(
-        &RULE,
-        e.span(),
-        format!("`{name}` retains the autograd graph inside a loop: each iteration's saved activations can stay alive"),
-        "retain the graph only for a second backward over the same graph; otherwise sum the losses and call `.backward()` once, and `.detach()` values carried into the next iteration".to_owned(),
-    );
 }
 
 /// Whether a backward call's argument asks to keep the graph.

@@ -1,29 +1,70 @@
-//! `static_escape` (deny): a value stored into a `static` from inside a function: it lives
-//! until the process exits, and with it every tensor (and graph) it holds.
-//!
-//! Stores are assignments whose target is rooted at a static (`CACHE = Some(t)`,
-//! `*LAST.lock().unwrap() = t`), and storing methods (`set`, `get_or_init`, `push`,
-//! `insert`, `extend`, `replace`, ...) on a method chain rooted at one
-//! (`POOL.lock().unwrap().push(t)`, `CELL.set(t)`). A static is one declared in the file
-//! (as `static`, in `thread_local!` or `lazy_static!`) whose type may hold a tensor (it names
-//! a tensor-like type: `Mutex<Vec<Tensor>>`, `OnceLock<Model>`; not `OnceLock<Device>`), or a
-//! SCREAMING_CASE path not declared in the file as a `const` or a static (its type unknown).
-//! Inside `X.with(|c| ..)` on a static or `thread_local!`, `c` is the static; so is `g` after
-//! `let g = X.lock().unwrap();`. Values that are obviously not tensors (literals, strings,
-//! empty containers such as `Default::default` or `|| Mutex::new(Vec::new())`) do not fire.
+//! `static_escape` (deny): a value owning device memory stored into a `static` (or a
+//! `thread_local!`, `lazy_static!`) from inside a function.
 
-use syn::spanned::Spanned;
 use syn::{BinOp, Expr};
 
-use crate::syntax::{chain_root, obviously_not_tensor, show, strip};
-use crate::visit::{Sink, State};
+use crate::check::Check;
+use crate::context::{Cx, Sink};
+use crate::infer::Kind;
+use crate::syntax::{chain_root, show, strip};
 use crate::{Level, Rule};
 
 pub(crate) const RULE: Rule = Rule {
     name: "static_escape",
     default: Level::Deny,
-    summary: "a value stored into a `static` or `thread_local!` inside a function outlives every scope",
+    summary: "a tensor stored into a `static` or `thread_local!` inside a function outlives every scope",
+    docs: DOCS,
 };
+
+const DOCS: &str = r#"## `static_escape`
+
+Default level: **deny**.
+
+### What it does
+Finds a value that owns device memory stored into a static from inside a function: an
+assignment to a place rooted at a static (`CACHE = Some(t)`, `*LAST.lock().unwrap() = t`), or
+a storing method (`set`, `get_or_init`, `push`, `insert`, `extend`, `replace`, ...) on a chain
+rooted at one (`POOL.lock().unwrap().push(t)`, `CELL.set(t)`). Statics are those declared in
+the file (also in `thread_local!` and `lazy_static!`), bindings aliasing them
+(`let g = X.lock().unwrap();`, `X.with(|c| ..)`), and SCREAMING_CASE paths not declared as
+`const`s. The stored value must be known to own device memory, or the static's declared type
+must hold device memory (`Mutex<Vec<Tensor>>`) and the value not be host data.
+
+### Why is this bad
+A static lives until the process exits, and with it every tensor (and autograd graph) stored
+in it: that memory is never freed, whatever scope the function runs in.
+
+### Example
+```rust
+static LAST_BATCH: Mutex<Option<Tensor>> = Mutex::new(None);
+
+fn remember(batch: &Tensor) {
+    *LAST_BATCH.lock().unwrap() = Some(batch.clone());
+}
+```
+Use instead:
+```rust
+struct Trainer {
+    last_batch: Option<Tensor>,
+}
+
+impl Trainer {
+    fn remember(&mut self, batch: &Tensor) {
+        self.last_batch = Some(batch.clone());
+    }
+}
+```
+
+### Known problems
+- A static whose contents the file also releases (`clear`, `truncate`, `pop`, `remove`,
+  `take`, ...: a scoped stack or a bounded cache) does not fire, nor does code in `fn main`
+  outside its loops (what it stores lives no longer than `main`'s own locals).
+- Statics of configuration, paths, settings or handles (`OnceLock<Config>`,
+  `Mutex<Vec<PathBuf>>`) never fire; a static whose type is unknown (declared in another file,
+  or a generic) fires only when the value stored is known to own device memory.
+- A cache kept on purpose needs a bounded size and an explicit clear; allow the rule on that
+  function (`#[gpuscope::lints::allow(static_escape)]`).
+"#;
 
 /// Methods that store their argument into the receiver.
 const STORING: &[&str] = &[
@@ -41,37 +82,58 @@ const STORING: &[&str] = &[
     "replace",
 ];
 
-pub(crate) fn check(e: &Expr, st: &State<'_>, sink: &mut Sink<'_>) {
-    let (target, values): (&Expr, Vec<&Expr>) = match e {
-        Expr::Assign(a) => (&a.left, vec![&*a.right]),
-        Expr::Binary(b) if is_compound_assign(&b.op) => (&b.left, vec![&*b.right]),
-        Expr::MethodCall(m) if STORING.iter().any(|s| m.method == s) => {
-            (&m.receiver, m.args.iter().collect())
+/// The rule's checks.
+pub(crate) struct StaticEscape;
+
+impl Check for StaticEscape {
+    fn rule(&self) -> &'static Rule {
+        &RULE
+    }
+
+    fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
+        let (target, values): (&Expr, Vec<&Expr>) = match e {
+            Expr::Assign(a) => (&a.left, vec![&*a.right]),
+            Expr::Binary(b) if is_compound_assign(&b.op) => (&b.left, vec![&*b.right]),
+            Expr::MethodCall(m) if STORING.iter().any(|s| m.method == s) => {
+                (&m.receiver, m.args.iter().collect())
+            }
+            _ => return,
+        };
+        if cx.runs_once() {
+            return;
         }
-        _ => return,
-    };
-    let Some(name) = st.static_name(chain_root(target)) else {
-        return;
-    };
-    let Some(value) = values.into_iter().find(|v| !obviously_not_tensor(v)) else {
-        return;
-    };
-    // For `get_or_init(|| value)` the stored value is what the closure returns.
-    let value = match strip(value) {
-        Expr::Closure(c) => show(&c.body),
-        other => show(other),
-    };
-    let scope = if st.f.scoped {
-        ", past the end of this `#[gpu_scope]`"
-    } else {
-        ""
-    };
-    sink.emit(
-        &RULE,
-        e.span(),
-        format!("`{value}` is stored in static `{name}` and lives until the process exits{scope}: its GPU memory is never freed"),
-        "return the value to the caller (or pass an owner in by `&mut`); a real cache needs a bounded size and an explicit clear".to_owned(),
-    );
+        let Some((name, holds_device)) = cx.static_target(chain_root(target)) else {
+            return;
+        };
+        // For `get_or_init(|| value)` the stored value is what the closure returns.
+        fn stored(v: &Expr) -> &Expr {
+            match strip(v) {
+                Expr::Closure(c) => &c.body,
+                other => other,
+            }
+        }
+        let Some(value) = values.into_iter().map(stored).find(|v| {
+            let value = cx.value(v);
+            !value.empty
+                && (value.owns_device_memory()
+                    || (holds_device && value.kind == Kind::Unknown && !value.borrowed))
+        }) else {
+            return;
+        };
+        let value = show(value);
+        let scope = if cx.f.scoped {
+            ", past the end of this `#[gpu_scope]`"
+        } else {
+            ""
+        };
+        sink.emit(
+            &RULE,
+            e,
+            format!("`{value}` is stored in static `{name}` and lives until the process exits{scope}: its GPU memory is never freed"),
+            "return the value to the caller (or pass an owner in by `&mut`); a real cache needs a bounded size and an explicit clear".to_owned(),
+            None,
+        );
+    }
 }
 
 fn is_compound_assign(op: &BinOp) -> bool {
@@ -108,6 +170,7 @@ fn f(t: Tensor, u: Tensor, v: Tensor, w: Tensor) {
     *CURRENT.write().unwrap() = w;
     let first = FIRST.get_or_init(|| make_tensor());
 }
+fn make_tensor() -> Tensor { todo!() }
 "#;
         assert_eq!(hits(RULE, src), [(5, 14), (6, 5), (7, 5), (8, 5), (9, 17)]);
         let f = &findings(RULE, src)[0];
@@ -186,6 +249,28 @@ fn f(device: Device, t: Tensor) {
     #[test]
     fn closure_given_to_other_methods_is_not_the_static() {
         let src = "fn f(t: Tensor) { LOG.map(|v| v.push(t.clone())); items.with(|v| v.push(t.clone())); }";
+        assert_eq!(hits(RULE, src), []);
+    }
+
+    #[test]
+    fn statics_of_settings_paths_and_handles_do_not_fire() {
+        let src = r#"
+use std::path::PathBuf;
+struct Settings { verbose: bool, name: String }
+struct Session { ids: Vec<u64>, next: usize }
+static CONFIG: OnceLock<Mutex<Settings>> = OnceLock::new();
+static SEEN: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+static SEED: Mutex<Option<StdRng>> = Mutex::new(None);
+static SESSION: OnceLock<Mutex<Session>> = OnceLock::new();
+fn f(path: PathBuf, settings: Settings, rng: StdRng, ids: Vec<u64>, cache: Cache) {
+    CONFIG.set(Mutex::new(settings)).ok();
+    SEEN.lock().unwrap().push(path);
+    *SEED.lock().unwrap() = Some(rng);
+    SESSION.set(Mutex::new(Session { ids, next: 0 })).ok();
+    GLOBAL_CACHE.get_or_init(|| cache);
+    ENGINE.lock().unwrap().replace(None);
+}
+"#;
         assert_eq!(hits(RULE, src), []);
     }
 }

@@ -53,9 +53,10 @@ impl RawBlock {
 /// pools, split and merged blocks, per-stream pools, cross-stream reuse through events,
 /// `empty_cache`, a memory cap, out-of-memory recovery and PyTorch's statistics.
 ///
-/// With a backend that has virtual memory (CUDA), segments are built from physical
-/// chunks, and whole free segments are unmapped and their chunks mapped again wherever
-/// memory is needed, so fragmentation costs little reserved memory.
+/// With a backend that has virtual memory (CUDA), each stream's pools grow in place at
+/// the top of an address range reserved up front, one physical chunk per growth, and a
+/// repeating workload makes no driver call after its first pass (see the
+/// [module documentation](super)).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -161,7 +162,7 @@ impl CachingAllocator {
     }
 
     /// Records a fence on `stream`: an event after all work queued on it so far. Memory
-    /// of `stream` freed before the fence may be given to other streams (remapped pages,
+    /// of `stream` freed before the fence may be given to other streams (chunks released,
     /// released segments) once the event completes, without waiting for the stream.
     ///
     /// Returns `Ok(true)` when an event was recorded; `Ok(false)` when none was needed
@@ -173,7 +174,7 @@ impl CachingAllocator {
     /// Fails on a stream the backend does not have, or when the backend cannot create
     /// or record the event.
     ///
-    /// Whenever free memory of a stream goes away (pages reclaimed for another request,
+    /// Whenever free memory of a stream goes away (chunks released for another request,
     /// `empty_cache`, garbage collection, the out-of-memory path), the allocator waits
     /// for nothing if a completed fence came after the memory was freed, for the
     /// outstanding fence's event if that came after, and for the whole stream otherwise;
@@ -203,7 +204,7 @@ impl CachingAllocator {
     /// assert!(!alloc.record_fence(a).unwrap()); // nothing freed since
     /// dev.complete_stream(a); // the fence's event completes
     ///
-    /// // The cap leaves no room to grow: `b` takes the pages `a` freed, without
+    /// // The cap leaves no room to grow: `a`'s free chunk goes back and `b` gets one, without
     /// // synchronising `a`.
     /// let y = alloc.allocate(8 << 20, b).unwrap();
     /// assert_eq!(dev.counters().stream_syncs, 0);
@@ -289,9 +290,11 @@ impl CachingAllocator {
         self.lock().largest_live(n)
     }
 
-    /// Bytes of physical pages held unmapped between segments (virtual memory only).
-    pub fn held_page_bytes(&self) -> usize {
-        self.lock().held_page_bytes()
+    /// Bytes of physical memory held outside any segment: chunks a failed driver call
+    /// (an unmap or a release) left behind. They count as reserved and go back with the
+    /// next `empty_cache` (or release under pressure); 0 unless a driver call failed.
+    pub fn orphan_bytes(&self) -> usize {
+        self.lock().orphan_bytes()
     }
 
     /// Checks the allocator's invariants: blocks tile their segments, free neighbours

@@ -7,9 +7,7 @@
 //! | `max_non_split_rounding_mb` | integer | 20 | a request of at least `max_split_size` may take an unsplit block at most this much larger |
 //! | `roundup_power2_divisions` | power of two, or `[256:1,512:2,>:8]` | 1 (off) | round requests up to this many steps per power of two (fewer distinct sizes, less fragmentation) |
 //! | `garbage_collection_threshold` | 0 < t < 1 | off | when reserved memory passes this fraction of the limit, release the least recently used free segments before growing |
-//! | `expandable_segments` | `True` / `False` | `True` | build segments from physical chunks mapped into reserved address ranges (CUDA virtual memory), so freed memory is reused wherever it lies; no effect on a backend without virtual memory |
-//! | `reserve_ratio` | number ≥ 1 | 1.05 | with expandable segments: reserved memory grows while it stays within this multiple of the peak allocated; past it, free pages elsewhere are unmapped and remapped where the request goes (lower: less memory held, more remapping) |
-//! | `adaptive_reserve` | `True` / `False` | `True` | loosen `reserve_ratio` by 0.01 (up to 1.25) whenever more than 8 pages were remapped in 1024 frees, so a workload settles where its steady state needs no remapping (remapping a page costs tens of microseconds on CUDA) |
+//! | `expandable_segments` | `True` / `False` | `True` | build each stream's pools from physical chunks mapped at the top of a reserved address range (CUDA virtual memory), so a pool grows in place instead of in separate segments; no effect on a backend without virtual memory |
 //! | `fence_interval_us` | integer ≥ 0 | 1000 | record a stream fence (at scope exit, [`record_fence`](super::CachingAllocator::record_fence)) at most once per this many microseconds per stream; 0: every time one is asked for (each costs an event record and query on CUDA, a few microseconds) |
 //! | `per_process_memory_fraction` | 0 < f ≤ 1 | 1 | cap reserved memory at this fraction of the device's capacity |
 //! | `memory_limit_mb` | integer | none | cap reserved memory at this many MiB |
@@ -37,10 +35,6 @@ pub const ALLOC_CONF_VAR: &str = "GPUSCOPE_ALLOC_CONF";
 /// below 1 MiB up to 32 GiB and above (as in PyTorch).
 pub const ROUNDUP_INTERVALS: usize = 16;
 
-/// Default `reserve_ratio`: measured on the traces in `tests/data/traces`, 1.05 keeps
-/// warm replays free of remapping on most of them at a small cost in memory.
-pub const DEFAULT_RESERVE_RATIO: f64 = 1.05;
-
 /// Default `fence_interval_us`: a training step's scope asks for a fence at every exit.
 /// A fence at every exit (an event record and a query) cost ~2 µs a step on an H100,
 /// 0.9% of a 0.25 ms step (BENCHMARKS.md); one a millisecond costs a fraction of that,
@@ -54,11 +48,21 @@ pub const KNOWN_KEYS: &[&str] = &[
     "roundup_power2_divisions",
     "garbage_collection_threshold",
     "expandable_segments",
-    "reserve_ratio",
-    "adaptive_reserve",
     "fence_interval_us",
     "per_process_memory_fraction",
     "memory_limit_mb",
+];
+
+/// Keys earlier gpuscope versions accepted, with what to do now.
+const REMOVED_KEYS: &[(&str, &str)] = &[
+    (
+        "reserve_ratio",
+        "virtual memory pools now grow in place and never remap in steady state, so there is no reserve to tune; remove the key",
+    ),
+    (
+        "adaptive_reserve",
+        "virtual memory pools now grow in place and never remap in steady state, so there is no reserve to adapt; remove the key",
+    ),
 ];
 
 /// PyTorch keys that gpuscope knows and refuses, with the reason.
@@ -98,11 +102,6 @@ pub struct AllocConfig {
     pub garbage_collection_threshold: Option<f64>,
     /// Whether to use the backend's virtual memory when it has one.
     pub expandable_segments: bool,
-    /// With virtual memory: how far reserved memory may exceed the peak allocated
-    /// before free pages are remapped instead of new ones created.
-    pub reserve_ratio: f64,
-    /// Whether the reserve ratio loosens when remapping is frequent.
-    pub adaptive_reserve: bool,
     /// Least time between two fences on one stream, in microseconds (0: no limit).
     pub fence_interval_us: u64,
     /// Cap on reserved memory as a fraction of the device's capacity.
@@ -119,8 +118,6 @@ impl Default for AllocConfig {
             roundup_power2_divisions: [1; ROUNDUP_INTERVALS],
             garbage_collection_threshold: None,
             expandable_segments: true,
-            reserve_ratio: DEFAULT_RESERVE_RATIO,
-            adaptive_reserve: true,
             fence_interval_us: DEFAULT_FENCE_INTERVAL_US,
             per_process_memory_fraction: 1.0,
             memory_limit: None,
@@ -274,21 +271,8 @@ fn apply(config: &mut AllocConfig, key: &str, value: &str) -> Result<(), ItemErr
             config.garbage_collection_threshold = Some(t);
         }
         "expandable_segments" => config.expandable_segments = parse_bool(key, value)?,
-        "adaptive_reserve" => config.adaptive_reserve = parse_bool(key, value)?,
         "fence_interval_us" => {
             config.fence_interval_us = parse_uint(key, value)? as u64;
-        }
-        "reserve_ratio" => {
-            let r = parse_float(key, value)?;
-            if !(r >= 1.0 && r.is_finite()) {
-                return Err((
-                    format!("`{key}` must be a number of at least 1, got {value}"),
-                    format!(
-                        "e.g. `{key}:1.02` keeps reserved memory within 2% of the peak allocated"
-                    ),
-                ));
-            }
-            config.reserve_ratio = r;
         }
         "per_process_memory_fraction" => {
             let f = parse_float(key, value)?;
@@ -316,6 +300,12 @@ fn apply(config: &mut AllocConfig, key: &str, value: &str) -> Result<(), ItemErr
 }
 
 fn unknown_key(key: &str) -> ItemError {
+    if let Some((_, why)) = REMOVED_KEYS.iter().find(|(k, _)| *k == key) {
+        return (
+            format!("`{key}` is no longer a gpuscope option"),
+            why.to_string(),
+        );
+    }
     if let Some((_, why)) = PYTORCH_ONLY_KEYS.iter().find(|(k, _)| *k == key) {
         return (
             format!("`{key}` is a PyTorch option gpuscope does not support"),
@@ -463,12 +453,6 @@ impl fmt::Display for AllocConfig {
                 "False"
             }
         ));
-        if self.reserve_ratio != DEFAULT_RESERVE_RATIO {
-            parts.push(format!("reserve_ratio:{}", self.reserve_ratio));
-        }
-        if !self.adaptive_reserve {
-            parts.push("adaptive_reserve:False".to_string());
-        }
         if self.fence_interval_us != DEFAULT_FENCE_INTERVAL_US {
             parts.push(format!("fence_interval_us:{}", self.fence_interval_us));
         }
@@ -571,6 +555,8 @@ mod tests {
         assert!(!e.help.contains("did you mean"), "{e}");
         let e = err("fence_interval_us:-1");
         assert!(e.message.contains("whole number"), "{e}");
+        let e = err("reserve_ratio:1.05");
+        assert!(e.message.contains("no longer"), "{e}");
         let e = err("fence_interval:5");
         assert!(e.help.contains("did you mean `fence_interval_us`"), "{e}");
     }

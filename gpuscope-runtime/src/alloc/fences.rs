@@ -29,9 +29,11 @@ use crate::backend::{Backend, BackendError, EventId, StreamId};
 
 use super::oom::AllocError;
 use super::state::AllocState;
+use super::stats::MemoryStats;
 
-/// What memory of a stream freed at some tick must wait for before it is given away.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+/// What memory of a stream freed at some tick must wait for before it is given away,
+/// cheapest first.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
 pub(crate) enum Cover {
     /// Nothing: a completed fence (or a synchronisation) came after the free.
     Done,
@@ -81,8 +83,13 @@ impl Fences {
     }
 
     /// Marks the outstanding fence complete if its event has completed (non-blocking).
-    fn poll(s: &mut StreamFence, backend: &dyn Backend) -> Result<(), BackendError> {
+    fn poll(
+        s: &mut StreamFence,
+        backend: &dyn Backend,
+        stats: &mut MemoryStats,
+    ) -> Result<(), BackendError> {
         if let (Some(tick), Some(event)) = (s.outstanding, s.event) {
+            stats.num_event_queries += 1;
             if backend.query_event(event)? {
                 s.completed = s.completed.max(tick);
                 s.outstanding = None;
@@ -101,6 +108,7 @@ impl Fences {
         stream: StreamId,
         tick: u64,
         interval: Duration,
+        stats: &mut MemoryStats,
     ) -> Result<bool, BackendError> {
         let s = self.stream_mut(stream);
         if !interval.is_zero() {
@@ -110,7 +118,7 @@ impl Fences {
                 }
             }
         }
-        Self::poll(s, backend)?;
+        Self::poll(s, backend, stats)?;
         if s.outstanding.is_some() || s.last_freed <= s.completed {
             return Ok(false);
         }
@@ -123,6 +131,7 @@ impl Fences {
             }
         };
         // On failure nothing is outstanding; the event stays for the next fence.
+        stats.num_event_records += 1;
         backend.record_event(event, stream)?;
         s.outstanding = Some(tick);
         if !interval.is_zero() {
@@ -138,6 +147,7 @@ impl Fences {
         backend: &dyn Backend,
         stream: StreamId,
         freed_at: u64,
+        stats: &mut MemoryStats,
     ) -> Result<Cover, BackendError> {
         let Some(s) = self.streams.get_mut(stream.index()) else {
             // No fence and no synchronisation yet: only never-used memory (freed_at 0)
@@ -153,7 +163,7 @@ impl Fences {
         }
         match s.outstanding {
             Some(tick) if freed_at <= tick => {
-                Self::poll(s, backend)?;
+                Self::poll(s, backend, stats)?;
                 Ok(if s.outstanding.is_none() {
                     Cover::Done
                 } else {
@@ -166,11 +176,17 @@ impl Fences {
 
     /// Waits for `stream`'s outstanding fence (blocking, up to the fence only) and
     /// marks it complete. Nothing to do without one.
-    pub fn wait(&mut self, backend: &dyn Backend, stream: StreamId) -> Result<(), BackendError> {
+    pub fn wait(
+        &mut self,
+        backend: &dyn Backend,
+        stream: StreamId,
+        stats: &mut MemoryStats,
+    ) -> Result<(), BackendError> {
         let Some(s) = self.streams.get_mut(stream.index()) else {
             return Ok(());
         };
         if let (Some(tick), Some(event)) = (s.outstanding, s.event) {
+            stats.num_event_syncs += 1;
             backend.synchronize_event(event)?;
             s.completed = s.completed.max(tick);
             s.outstanding = None;
@@ -210,9 +226,9 @@ impl AllocState {
     pub fn record_fence(&mut self, stream: StreamId) -> Result<bool, AllocError> {
         self.check_stream(stream)?;
         let interval = Duration::from_micros(self.config.fence_interval_us);
-        let recorded = self
-            .fences
-            .record(&*self.backend, stream, self.tick, interval)?;
+        let recorded =
+            self.fences
+                .record(&*self.backend, stream, self.tick, interval, &mut self.stats)?;
         if recorded {
             self.stats.num_fences += 1;
         }
@@ -220,23 +236,31 @@ impl AllocState {
     }
 
     /// Waits until no queued work uses memory of `stream` freed at tick `freed_at`, so
-    /// that it can be unmapped or freed: not at all after a completed fence (or
-    /// synchronisation), on the outstanding fence when it came after the free, else on
-    /// the whole stream.
-    pub(super) fn wait_freed(
+    /// that it can be unmapped or freed, when that wait is at most `max_wait`: none after
+    /// a completed fence (or synchronisation), the outstanding fence when it came after
+    /// the free, else the whole stream. Returns `false` (waiting for nothing) when the
+    /// memory would need more than `max_wait`.
+    pub(super) fn wait_freed_upto(
         &mut self,
         stream: StreamId,
         freed_at: u64,
-    ) -> Result<(), BackendError> {
-        match self.fences.cover(&*self.backend, stream, freed_at)? {
-            Cover::Done => Ok(()),
-            Cover::Fence => {
-                self.fences.wait(&*self.backend, stream)?;
-                self.stats.num_fence_waits += 1;
-                Ok(())
-            }
-            Cover::Stream => self.sync_stream(stream),
+        max_wait: Cover,
+    ) -> Result<bool, BackendError> {
+        let cover = self
+            .fences
+            .cover(&*self.backend, stream, freed_at, &mut self.stats)?;
+        if cover > max_wait {
+            return Ok(false);
         }
+        match cover {
+            Cover::Done => {}
+            Cover::Fence => {
+                self.fences.wait(&*self.backend, stream, &mut self.stats)?;
+                self.stats.num_fence_waits += 1;
+            }
+            Cover::Stream => self.sync_stream(stream)?,
+        }
+        Ok(true)
     }
 }
 
@@ -255,26 +279,27 @@ mod tests {
     fn a_fence_is_recorded_only_when_it_covers_a_new_free() {
         let (dev, s) = manual();
         let mut f = Fences::default();
+        let mut st = MemoryStats::default();
         assert!(
-            !f.record(&dev, s, 0, Duration::ZERO).unwrap(),
+            !f.record(&dev, s, 0, Duration::ZERO, &mut st).unwrap(),
             "nothing freed yet"
         );
         f.note_free(s, 3);
-        assert!(f.record(&dev, s, 3, Duration::ZERO).unwrap());
+        assert!(f.record(&dev, s, 3, Duration::ZERO, &mut st).unwrap());
         assert_eq!(dev.counters().event_records, 1);
         f.note_free(s, 4);
         assert!(
-            !f.record(&dev, s, 4, Duration::ZERO).unwrap(),
+            !f.record(&dev, s, 4, Duration::ZERO, &mut st).unwrap(),
             "the previous fence is outstanding"
         );
         dev.complete_stream(s);
         assert!(
-            f.record(&dev, s, 4, Duration::ZERO).unwrap(),
+            f.record(&dev, s, 4, Duration::ZERO, &mut st).unwrap(),
             "the free at 4 is not covered"
         );
         dev.complete_stream(s);
         assert!(
-            !f.record(&dev, s, 4, Duration::ZERO).unwrap(),
+            !f.record(&dev, s, 4, Duration::ZERO, &mut st).unwrap(),
             "nothing freed since"
         );
         assert_eq!(dev.counters().event_records, 2);
@@ -284,29 +309,38 @@ mod tests {
     fn cover_follows_the_ticks() {
         let (dev, s) = manual();
         let mut f = Fences::default();
-        assert_eq!(f.cover(&dev, s, 0).unwrap(), Cover::Done, "never used");
-        assert_eq!(f.cover(&dev, s, 1).unwrap(), Cover::Stream);
+        let mut st = MemoryStats::default();
+        assert_eq!(
+            f.cover(&dev, s, 0, &mut st).unwrap(),
+            Cover::Done,
+            "never used"
+        );
+        assert_eq!(f.cover(&dev, s, 1, &mut st).unwrap(), Cover::Stream);
         f.note_free(s, 5);
-        assert!(f.record(&dev, s, 5, Duration::ZERO).unwrap());
-        assert_eq!(f.cover(&dev, s, 5).unwrap(), Cover::Fence);
-        assert_eq!(f.cover(&dev, s, 6).unwrap(), Cover::Stream, "freed after");
-        f.wait(&dev, s).unwrap();
+        assert!(f.record(&dev, s, 5, Duration::ZERO, &mut st).unwrap());
+        assert_eq!(f.cover(&dev, s, 5, &mut st).unwrap(), Cover::Fence);
+        assert_eq!(
+            f.cover(&dev, s, 6, &mut st).unwrap(),
+            Cover::Stream,
+            "freed after"
+        );
+        f.wait(&dev, s, &mut st).unwrap();
         assert!(!f.is_outstanding(s));
-        assert_eq!(f.cover(&dev, s, 5).unwrap(), Cover::Done);
-        assert_eq!(f.cover(&dev, s, 6).unwrap(), Cover::Stream);
+        assert_eq!(f.cover(&dev, s, 5, &mut st).unwrap(), Cover::Done);
+        assert_eq!(f.cover(&dev, s, 6, &mut st).unwrap(), Cover::Stream);
         assert_eq!(dev.counters().stream_syncs, 0);
 
         f.note_free(s, 7);
-        assert!(f.record(&dev, s, 7, Duration::ZERO).unwrap());
+        assert!(f.record(&dev, s, 7, Duration::ZERO, &mut st).unwrap());
         dev.complete_stream(s);
         assert_eq!(
-            f.cover(&dev, s, 7).unwrap(),
+            f.cover(&dev, s, 7, &mut st).unwrap(),
             Cover::Done,
             "a completed fence is seen by a query"
         );
         f.synced(s, 9);
-        assert_eq!(f.cover(&dev, s, 9).unwrap(), Cover::Done);
-        assert_eq!(f.cover(&dev, s, 10).unwrap(), Cover::Stream);
+        assert_eq!(f.cover(&dev, s, 9, &mut st).unwrap(), Cover::Done);
+        assert_eq!(f.cover(&dev, s, 10, &mut st).unwrap(), Cover::Stream);
         f.destroy(&dev);
     }
 
@@ -314,12 +348,13 @@ mod tests {
     fn a_sync_completes_the_outstanding_fence() {
         let (dev, s) = manual();
         let mut f = Fences::default();
+        let mut st = MemoryStats::default();
         f.note_free(s, 1);
-        assert!(f.record(&dev, s, 1, Duration::ZERO).unwrap());
+        assert!(f.record(&dev, s, 1, Duration::ZERO, &mut st).unwrap());
         f.synced(s, 2);
         assert!(!f.is_outstanding(s));
         assert!(
-            !f.record(&dev, s, 2, Duration::ZERO).unwrap(),
+            !f.record(&dev, s, 2, Duration::ZERO, &mut st).unwrap(),
             "the sync covered every free"
         );
         f.destroy(&dev);
@@ -332,15 +367,19 @@ mod tests {
         let dev = TestBackend::builder().event_mode(EventMode::Manual).build();
         let s = StreamId::DEFAULT;
         let mut f = Fences::default();
+        let mut st = MemoryStats::default();
         let hour = Duration::from_secs(3600);
         f.note_free(s, 1);
-        assert!(f.record(&dev, s, 1, hour).unwrap());
+        assert!(f.record(&dev, s, 1, hour, &mut st).unwrap());
         dev.complete_stream(s);
         f.note_free(s, 2);
         let records = dev.counters().event_records;
-        assert!(!f.record(&dev, s, 2, hour).unwrap(), "within the interval");
+        assert!(
+            !f.record(&dev, s, 2, hour, &mut st).unwrap(),
+            "within the interval"
+        );
         assert_eq!(dev.counters().event_records, records);
         // Without a limit the same call records.
-        assert!(f.record(&dev, s, 2, Duration::ZERO).unwrap());
+        assert!(f.record(&dev, s, 2, Duration::ZERO, &mut st).unwrap());
     }
 }

@@ -30,10 +30,12 @@ fn class_of(size: usize) -> usize {
     }
 }
 
-/// Free blocks of one (stream, pool), by size class.
+/// Free blocks of one (stream, pool), by size class. The list heads grow with the
+/// largest class used, so an index that holds nothing costs a few hundred bytes (a
+/// process with thousands of streams has two per stream).
 #[derive(Debug)]
 pub(crate) struct FreeIndex {
-    heads: Box<[u32; CLASSES]>,
+    heads: Vec<u32>,
     group_bits: u64,
     class_bits: [u32; 64],
     len: usize,
@@ -43,7 +45,7 @@ pub(crate) struct FreeIndex {
 impl Default for FreeIndex {
     fn default() -> Self {
         FreeIndex {
-            heads: Box::new([NIL; CLASSES]),
+            heads: Vec::new(),
             group_bits: 0,
             class_bits: [0; 64],
             len: 0,
@@ -68,6 +70,9 @@ impl FreeIndex {
     pub fn insert(&mut self, slab: &mut BlockSlab, index: u32) {
         let size = slab.get(index).size;
         let c = class_of(size);
+        if self.heads.len() <= c {
+            self.heads.resize(c + 1, NIL);
+        }
         let head = self.heads[c];
         {
             let b = slab.get_mut(index);
@@ -131,7 +136,7 @@ impl FreeIndex {
 
     #[inline]
     fn best_in_class(&self, slab: &BlockSlab, class: usize, size: usize) -> Option<u32> {
-        let mut cur = self.heads[class];
+        let mut cur = self.heads.get(class).copied().unwrap_or(NIL);
         let mut best: Option<(usize, u64, u32)> = None;
         let mut looked = 0;
         while cur != NIL && looked < SCAN_LIMIT {

@@ -1,14 +1,14 @@
 //! Looking at the allocator: snapshots, the out-of-memory report, and the invariant
 //! check that tests (and curious users) run.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::backend::{DeviceAddr, StreamId};
 
 use super::block::{BlockState, NIL};
 use super::oom::{LiveAllocation, OomCause, OutOfMemory};
 use super::rounding::Pool;
-use super::segment::{Page, SegmentMemory};
+use super::segment::SegmentMemory;
 use super::snapshot::{BlockInfo, SegmentInfo};
 use super::state::AllocState;
 use super::stats::MemoryStats;
@@ -105,7 +105,15 @@ impl AllocState {
                     pool: seg.pool,
                     pages: match &seg.memory {
                         SegmentMemory::Device => 0,
-                        SegmentMemory::Mapped { pages, .. } => pages.len(),
+                        SegmentMemory::Mapped { .. } => seg.size / self.page,
+                    },
+                    chunks: match &seg.memory {
+                        SegmentMemory::Device => Vec::new(),
+                        SegmentMemory::Mapped { chunks, .. } => chunks
+                            .iter()
+                            .filter_map(|&c| self.chunks.get(c as usize)?.as_ref())
+                            .map(|c| c.size)
+                            .collect(),
                     },
                     blocks,
                 }
@@ -115,9 +123,10 @@ impl AllocState {
         out
     }
 
-    /// Bytes of physical pages held but not mapped in any segment.
-    pub fn held_page_bytes(&self) -> usize {
-        self.free_pages.len() * self.page
+    /// Bytes of physical chunks held outside any segment (left over from failed
+    /// driver calls, given back with the next release).
+    pub fn orphan_bytes(&self) -> usize {
+        self.orphans.iter().map(|o| o.size).sum()
     }
 
     /// Checks every structural invariant and that the statistics equal a recount.
@@ -155,18 +164,28 @@ impl AllocState {
         let mut seen_blocks = 0;
         let mut ranges = Vec::new();
         let mut registered = 0usize;
-        let mut mapped_per_chunk: HashMap<u32, u32> = HashMap::new();
-        let mut all_pages: HashSet<Page> = HashSet::new();
+        let mut chunk_owner: HashMap<u32, usize> = HashMap::new();
         for (si, seg) in self.segments.iter().enumerate() {
             let Some(seg) = seg else { continue };
             ranges.push((seg.base, seg.size));
             recount.segment.add(seg.pool, 1);
             recount.reserved_bytes.add(seg.pool, seg.size);
-            if let SegmentMemory::Mapped { pages, arena } = &seg.memory {
-                if pages.len() * self.page != seg.size {
+            if let SegmentMemory::Mapped { chunks, arena } = &seg.memory {
+                let mut bytes = 0;
+                for &c in chunks {
+                    let chunk = self
+                        .chunks
+                        .get(c as usize)
+                        .and_then(Option::as_ref)
+                        .ok_or(format!("segment {si}: chunk {c} does not exist"))?;
+                    bytes += chunk.size;
+                    if let Some(other) = chunk_owner.insert(c, si) {
+                        return Err(format!("chunk {c} is mapped in segments {other} and {si}"));
+                    }
+                }
+                if bytes != seg.size {
                     return Err(format!(
-                        "segment {si}: {} pages for {} bytes",
-                        pages.len(),
+                        "segment {si}: chunks hold {bytes} bytes for {} bytes",
                         seg.size
                     ));
                 }
@@ -181,12 +200,6 @@ impl AllocState {
                     return Err(format!("segment {si} is not registered in arena {arena}"));
                 }
                 registered += 1;
-                for p in pages {
-                    *mapped_per_chunk.entry(p.chunk).or_insert(0u32) += 1;
-                    if !all_pages.insert(*p) {
-                        return Err(format!("page {p:?} is mapped twice (segment {si})"));
-                    }
-                }
             }
             let (mut cur, mut prev, mut offset, mut prev_free) = (seg.head, NIL, 0usize, false);
             while cur != NIL {
@@ -212,9 +225,15 @@ impl AllocState {
                         "blocks before #{cur} and #{cur} are both free: not merged"
                     ));
                 }
-                if free != in_index[cur as usize] {
+                let wild = seg
+                    .arena()
+                    .is_some_and(|a| self.arenas.get(a as usize).is_some_and(|a| a.wild == cur));
+                if wild && in_index[cur as usize] {
+                    return Err(format!("block #{cur} is a wilderness and in a free index"));
+                }
+                if free != (in_index[cur as usize] || wild) {
                     return Err(format!(
-                        "block #{cur} is {:?} but in_index={}",
+                        "block #{cur} is {:?} but in_index={} wilderness={wild}",
                         b.state, in_index[cur as usize]
                     ));
                 }
@@ -266,35 +285,12 @@ impl AllocState {
                 ));
             }
         }
-        for p in &self.free_pages {
-            if !all_pages.insert(*p) {
-                return Err(format!("free page {p:?} is also mapped, or held twice"));
-            }
-        }
-        let mut chunk_bytes = 0;
-        let mut held_chunks = HashSet::new();
-        for p in &self.free_pages {
-            held_chunks.insert(p.chunk);
-        }
-        for (ci, c) in self.chunks.iter().enumerate() {
-            let Some(c) = c else { continue };
-            chunk_bytes += self.page;
-            let mapped = mapped_per_chunk.get(&(ci as u32)).copied().unwrap_or(0);
-            let held = held_chunks.contains(&(ci as u32));
-            if mapped + held as u32 != 1 || c.mapped != (mapped == 1) {
-                return Err(format!(
-                    "chunk {ci}: mapped {mapped} times, held: {held}, marked mapped: {}",
-                    c.mapped
-                ));
-            }
-        }
-        if let Some(p) = all_pages.iter().find(|p| {
-            self.chunks
-                .get(p.chunk as usize)
-                .and_then(Option::as_ref)
-                .is_none()
-        }) {
-            return Err(format!("page {p:?} of a missing chunk"));
+        let live_chunks = self.chunks.iter().filter(|c| c.is_some()).count();
+        if live_chunks != chunk_owner.len() {
+            return Err(format!(
+                "{live_chunks} chunks exist, {} are mapped in segments",
+                chunk_owner.len()
+            ));
         }
         let in_arenas: usize = self.arenas.iter().map(|a| a.segments.len()).sum();
         if in_arenas != registered {
@@ -303,6 +299,7 @@ impl AllocState {
             ));
         }
         for (ai, a) in self.arenas.iter().enumerate() {
+            self.check_arena(ai, a)?;
             let mut prev_end = 0u64;
             for (&base, &si) in &a.segments {
                 let seg = self
@@ -318,15 +315,9 @@ impl AllocState {
                 prev_end = seg.base + seg.size as u64;
             }
         }
-        let held = self.free_pages.len() * self.page;
-        if self.vmm && (recount.reserved_bytes.all.current as usize + held) != chunk_bytes {
-            return Err(format!(
-                "mapped {} + held {held} bytes, but chunks hold {chunk_bytes}",
-                recount.reserved_bytes.all.current
-            ));
-        }
-        // Every stat, all pools together and each pool; held (unmapped) pages are
-        // reserved but in no pool.
+        let held = self.orphan_bytes();
+        // Every stat, all pools together and each pool; orphan chunks are reserved but
+        // in no pool.
         for ((name, counted), (_, kept)) in recount
             .named_arrays()
             .into_iter()
@@ -354,6 +345,58 @@ impl AllocState {
                     return Err(format!("{name}.{pool}: recount {c}, statistics say {k}"));
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// An arena's top is the end of its highest segment, and its wilderness is the free
+    /// block at the top, if there is one.
+    fn check_arena(&self, ai: usize, a: &super::segment::Arena) -> Result<(), String> {
+        let top_seg = a
+            .segments
+            .values()
+            .next_back()
+            .map(|&si| {
+                self.segments
+                    .get(si as usize)
+                    .and_then(Option::as_ref)
+                    .map(|s| (si, s))
+                    .ok_or(format!("arena {ai}: missing segment {si}"))
+            })
+            .transpose()?;
+        let want_top = top_seg.map_or(a.base, |(_, s)| s.end());
+        let mapped: usize = a
+            .segments
+            .values()
+            .filter_map(|&si| self.segments.get(si as usize)?.as_ref())
+            .map(|s| s.size)
+            .sum();
+        if mapped != a.mapped {
+            return Err(format!(
+                "arena {ai}: counts {} bytes mapped, its segments hold {mapped}",
+                a.mapped
+            ));
+        }
+        if a.top != want_top {
+            return Err(format!(
+                "arena {ai}: top {:#x}, its highest segment ends at {want_top:#x}",
+                a.top
+            ));
+        }
+        let tail = top_seg.map(|(_, s)| {
+            let mut t = s.head;
+            while self.slab.get(t).next != NIL {
+                t = self.slab.get(t).next;
+            }
+            t
+        });
+        let free_tail = tail.filter(|&t| self.slab.get(t).state == BlockState::Free);
+        let want_wild = free_tail.unwrap_or(NIL);
+        if a.wild != want_wild {
+            return Err(format!(
+                "arena {ai}: wilderness #{}, but the free block at its top is #{}",
+                a.wild, want_wild
+            ));
         }
         Ok(())
     }

@@ -1,15 +1,19 @@
 //! Growing when nothing cached fits, and giving memory back to the device.
 //!
 //! Without virtual memory a segment is one device allocation, sized as PyTorch sizes
-//! it, and only whole free segments go back (on `empty_cache`, or when the device
-//! refuses an allocation). With virtual memory the work is done by `pages`.
+//! it, and only whole free segments go back. With virtual memory the work is done by
+//! `vmm` (growth at an arena's top, whole chunks going back).
 //!
-//! Free memory of a stream is given back only once no queued work uses it:
-//! `wait_freed` (see `fences`) waits for nothing, a fence, or the stream, by block.
+//! Memory goes back only on `empty_cache`, under a `garbage_collection_threshold`, or
+//! when the device (or the cap) refuses a growth, never on `free`. Under pressure the
+//! allocator gives back first the memory that needs no wait (a completed fence covers
+//! it), tries again, then the memory a stream's outstanding fence covers (waiting for
+//! that fence), and only last memory that needs a stream synchronisation.
 
 use crate::backend::{BackendError, DeviceAddr, StreamId};
 
 use super::block::BlockState;
+use super::fences::Cover;
 use super::oom::{AllocError, OomCause};
 use super::rounding::{Pool, ROUND_LARGE, segment_size};
 use super::segment::{Segment, SegmentMemory};
@@ -31,9 +35,13 @@ impl From<BackendError> for GrowError {
     }
 }
 
+/// The waits memory may need before it goes back, cheapest first.
+const WAITS: [Cover; 3] = [Cover::Done, Cover::Fence, Cover::Stream];
+
 impl AllocState {
-    /// No free block fits: add memory, releasing cached memory and retrying once if the
-    /// device refuses. Returns a free block (in its free index) of at least `rounded`.
+    /// No free block fits: add memory; when the device (or the cap) refuses, give back
+    /// cached memory, cheapest first, and ask again. Returns a free block of at least
+    /// `rounded` (in its free index or the wilderness).
     #[cold]
     pub(super) fn grow(
         &mut self,
@@ -50,29 +58,44 @@ impl AllocState {
             };
             self.collect_garbage(t, incoming)?;
         }
-        match self.add_memory(stream, pool, rounded) {
+        let mut cause = match self.add_memory(stream, pool, rounded) {
             Ok(b) => return Ok(b),
             Err(GrowError::Backend(e)) => return Err(e.into()),
-            Err(GrowError::NoMemory(_)) => {}
-        }
-        // Wait for blocks held by other streams' events, then give every cached byte
-        // back to the device and ask again.
+            Err(GrowError::NoMemory(cause)) => cause,
+        };
+        // Blocks held by other streams' events: wait for them, they may fit.
         self.synchronize_and_free_events()?;
-        if let Some(b) = self.find_free(stream, pool, rounded) {
+        if let Some(b) = self.find_cached(stream, pool, rounded) {
             return Ok(b);
         }
-        self.release_cached()?;
         self.stats.num_alloc_retries += 1;
-        match self.add_memory(stream, pool, rounded) {
-            Ok(b) => Ok(b),
-            Err(GrowError::Backend(e)) => Err(e.into()),
-            Err(GrowError::NoMemory(cause)) => {
-                self.stats.num_ooms += 1;
-                Err(AllocError::OutOfMemory(Box::new(
-                    self.oom_report(requested, rounded, pool, stream, cause),
-                )))
+        for max_wait in WAITS {
+            // Each kind of wait that gave memory back earns a new try; the last one is
+            // tried whatever it gave (the device may have memory again), as PyTorch does.
+            if self.release_cached(max_wait)? == 0 && max_wait != Cover::Stream {
+                continue;
+            }
+            match self.add_memory(stream, pool, rounded) {
+                Ok(b) => return Ok(b),
+                Err(GrowError::Backend(e)) => return Err(e.into()),
+                Err(GrowError::NoMemory(c)) => cause = c,
             }
         }
+        self.stats.num_ooms += 1;
+        Err(AllocError::OutOfMemory(Box::new(
+            self.oom_report(requested, rounded, pool, stream, cause),
+        )))
+    }
+
+    /// A cached free block (or wilderness) for `rounded` bytes, if any.
+    pub(super) fn find_cached(&self, stream: StreamId, pool: Pool, rounded: usize) -> Option<u32> {
+        self.find_free(stream, pool, rounded).or_else(|| {
+            if self.vmm {
+                self.find_wild(stream, pool, rounded)
+            } else {
+                None
+            }
+        })
     }
 
     fn add_memory(
@@ -98,7 +121,7 @@ impl AllocState {
 
     pub(super) fn check_limit(&self, extra: usize) -> Result<(), GrowError> {
         match &self.limit {
-            Some((limit, how)) if self.reserved() + extra > *limit => {
+            Some((limit, how)) if self.reserved().saturating_add(extra) > *limit => {
                 Err(GrowError::NoMemory(OomCause::Limit {
                     limit: *limit,
                     how: how.clone(),
@@ -122,7 +145,8 @@ impl AllocState {
         Ok(self.add_segment(addr.0, size, stream, pool, SegmentMemory::Device))
     }
 
-    /// Records a new segment whose memory is in place, as one free block (indexed).
+    /// Records a new segment whose memory is in place, as one free block (indexed, or
+    /// its arena's wilderness).
     pub(super) fn add_segment(
         &mut self,
         base: u64,
@@ -142,16 +166,13 @@ impl AllocState {
             last_used: self.tick,
         });
         self.slab.get_mut(block).segment = seg_index;
-        self.pools[stream.index()][pool.index()].insert(&mut self.slab, block);
+        self.index_free(block);
         block
     }
 
     pub(super) fn insert_segment(&mut self, seg: Segment) -> u32 {
         self.count_segment(seg.pool, seg.size, true);
-        let arena = match &seg.memory {
-            SegmentMemory::Mapped { arena, .. } => Some(*arena),
-            SegmentMemory::Device => None,
-        };
+        let arena = seg.arena();
         let base = seg.base;
         let index = match self.vacant_segments.pop() {
             Some(i) => {
@@ -175,8 +196,8 @@ impl AllocState {
             .expect("segment exists");
         self.vacant_segments.push(index);
         self.count_segment(seg.pool, seg.size, false);
-        if let SegmentMemory::Mapped { arena, .. } = &seg.memory {
-            self.arenas[*arena as usize].segments.remove(&seg.base);
+        if let Some(a) = seg.arena() {
+            self.arenas[a as usize].segments.remove(&seg.base);
         }
         seg
     }
@@ -223,95 +244,97 @@ impl AllocState {
     /// Waits for `stream`'s queued work, so its free memory can be unmapped or freed.
     /// Everything freed on it so far is then idle (its fences included).
     pub(super) fn sync_stream(&mut self, stream: StreamId) -> Result<(), BackendError> {
-        self.backend.synchronize_stream(stream)?;
         self.stats.num_stream_syncs += 1;
+        self.backend.synchronize_stream(stream)?;
         self.fences.synced(stream, self.tick);
         Ok(())
     }
 
-    /// Segments that are one free block (not waiting for events), with their stream and
-    /// last use.
-    pub(super) fn free_segments(&self) -> Vec<(u32, StreamId, u64)> {
-        self.segments
+    /// Plain segments that are one free block, least recently used first.
+    fn free_device_segments(&self) -> Vec<u32> {
+        let mut out: Vec<(u64, u32)> = self
+            .segments
             .iter()
             .enumerate()
             .filter_map(|(i, s)| {
                 let s = s.as_ref()?;
                 let head = self.slab.get(s.head);
-                (head.state == BlockState::Free && head.next == super::block::NIL).then_some((
-                    i as u32,
-                    s.stream,
-                    s.last_used,
-                ))
+                (matches!(s.memory, SegmentMemory::Device)
+                    && head.state == BlockState::Free
+                    && head.next == super::block::NIL)
+                    .then_some((s.last_used, i as u32))
             })
-            .collect()
+            .collect();
+        out.sort_unstable();
+        out.into_iter().map(|(_, i)| i).collect()
     }
 
-    /// When the memory of whole free segment `seg` was last freed.
-    fn segment_freed_at(&self, seg: u32) -> u64 {
-        let head = self.segments[seg as usize]
-            .as_ref()
-            .expect("segment exists")
-            .head;
-        self.slab.get(head).freed_at
-    }
-
-    /// Returns a whole free plain segment to the device (the caller waited until no
-    /// queued work uses it: `wait_freed`).
-    fn release_device_segment(&mut self, seg_index: u32) -> Result<(), BackendError> {
-        let head = self.segments[seg_index as usize]
-            .as_ref()
-            .expect("segment exists")
-            .head;
-        let seg = self.remove_segment(seg_index);
-        self.pools[seg.stream.index()][seg.pool.index()].remove(&mut self.slab, head);
+    /// Returns whole free plain segment `seg` to the device if what its memory must wait
+    /// for is at most `max_wait` (waiting for it). Returns the bytes given back.
+    fn release_device_segment(&mut self, seg: u32, max_wait: Cover) -> Result<usize, BackendError> {
+        let (head, stream) = {
+            let s = self.segment(seg);
+            (s.head, s.stream)
+        };
+        let freed_at = self.slab.get(head).freed_at;
+        if !self.wait_freed_upto(stream, freed_at, max_wait)? {
+            return Ok(0);
+        }
+        self.stats.num_device_free += 1;
+        let (base, size) = {
+            let s = self.segment(seg);
+            (s.base, s.size)
+        };
+        // SAFETY: the segment is free and no queued work uses it (waited above).
+        unsafe { self.backend.free(DeviceAddr(base), size) }?;
+        let seg = self.remove_segment(seg);
+        self.unindex_free(head);
         self.slab.remove(head);
         self.stats.reserved_bytes.sub(seg.pool, seg.size);
-        self.stats.num_device_free += 1;
-        // SAFETY: the segment is free and the caller waited for the work that used it.
-        unsafe { self.backend.free(DeviceAddr(seg.base), seg.size) }
+        Ok(seg.size)
     }
 
-    /// Gives every cached byte that can go back to the device: whole free segments
-    /// (plain), or every whole free page and then every chunk with no page mapped
-    /// (virtual memory).
-    pub fn release_cached(&mut self) -> Result<(), BackendError> {
-        if self.vmm {
-            return self.release_free_pages();
-        }
-        // A stream is synchronised at most once: the sync covers all its frees so far.
-        for (seg, stream, _) in self.free_segments() {
-            self.wait_freed(stream, self.segment_freed_at(seg))?;
-            self.release_device_segment(seg)?;
-        }
-        Ok(())
+    /// Gives back every cached byte whose memory needs at most `max_wait` before it can
+    /// go: whole free segments (plain), or every whole chunk inside a free block
+    /// (virtual memory), and chunks left over from failed driver calls. Returns the
+    /// bytes given back.
+    pub fn release_cached(&mut self, max_wait: Cover) -> Result<usize, BackendError> {
+        let orphans = self.release_orphans();
+        let released = if self.vmm {
+            self.release_free_chunks(max_wait, |_| false)?
+        } else {
+            let mut released = 0;
+            for seg in self.free_device_segments() {
+                released += self.release_device_segment(seg, max_wait)?;
+            }
+            released
+        };
+        orphans.map(|()| released)
     }
 
     /// Waits for outstanding events, then releases everything cached.
     pub fn empty_cache(&mut self) -> Result<(), BackendError> {
         self.synchronize_and_free_events()?;
-        self.release_cached()
+        self.release_cached(Cover::Stream).map(|_| ())
     }
 
-    /// Releases the least recently used free segments until reserved memory plus
+    /// Gives back least recently used free memory until reserved memory plus
     /// `incoming` is under `threshold` of the cap (or of the device).
     fn collect_garbage(&mut self, threshold: f64, incoming: usize) -> Result<(), BackendError> {
         let cap = self.limit().unwrap_or(self.total_memory);
         let target = (cap as f64 * threshold) as usize;
-        if self.reserved() + incoming <= target {
+        let enough = |st: &AllocState| st.reserved() + incoming <= target;
+        if enough(self) {
             return Ok(());
         }
-        let mut free = self.free_segments();
-        free.sort_unstable_by_key(|&(i, _, used)| (used, i));
-        for (seg, stream, _) in free {
-            if self.reserved() + incoming <= target {
-                break;
-            }
-            self.wait_freed(stream, self.segment_freed_at(seg))?;
-            if self.vmm {
-                self.release_segment_pages(seg)?;
-            } else {
-                self.release_device_segment(seg)?;
+        if self.vmm {
+            self.release_free_chunks(Cover::Stream, enough)?;
+        } else {
+            for seg in self.free_device_segments() {
+                if enough(self) {
+                    break;
+                }
+                self.release_device_segment(seg, Cover::Stream)?;
             }
         }
         Ok(())

@@ -3,11 +3,13 @@
 //! Where things live:
 //! - [`caching`]: [`CachingAllocator`], the thread-safe public API, and [`RawBlock`].
 //! - `state`: the hot paths (malloc, free, merge, events) behind the lock; `memory`:
-//!   growing and releasing segments; `pages`: virtual memory (arenas, placement,
-//!   reclaiming pages); `inspect`: snapshots, reports and the invariant check.
+//!   growing, and giving memory back under pressure, cheapest wait first; `vmm`:
+//!   virtual memory (arenas, growth at the top, the wilderness); `release`: chunks
+//!   going back to the device;
+//!   `inspect`: snapshots, reports and the invariant check.
 //! - [`rounding`]: size rounding, pools, segment sizes, split rules (PyTorch's constants).
 //! - `free_index`: segregated free lists with bitmaps, for best fit in O(1).
-//! - `block`, `segment`: the block slab; segments, and the chunks and pages behind them.
+//! - `block`, `segment`: the block slab; segments, arenas and the chunks behind them.
 //! - `events`: cross-stream frees waiting for events.
 //! - `fences`: stream fences ([`CachingAllocator::record_fence`]) and what free memory
 //!   of a stream waits for (nothing, a fence's event, or the stream) before it is
@@ -16,11 +18,31 @@
 //! - [`stats`], `summary`, [`snapshot`]: statistics, the summary table, segment pictures.
 //! - [`oom`]: errors and the out-of-memory report.
 //!
-//! The semantics are PyTorch's CUDA caching allocator's, with one difference in kind:
-//! with virtual memory (the default on CUDA), a segment is a reserved address range
-//! with physical chunks mapped into it, and whole free segments give their chunks to
-//! new segments anywhere, so memory freed in one shape is reused in another without a
-//! device allocation and without waiting for `empty_cache`.
+//! The semantics are PyTorch's CUDA caching allocator's. With virtual memory (the
+//! default on CUDA) the policy differs, and fits in a few lines:
+//!
+//! 1. Each stream's small and large pool is one address arena, reserved up front; its
+//!    memory is mapped from the bottom up, and the free block at the top is the
+//!    *wilderness*.
+//! 2. `allocate` takes the best-fitting free block of the pool (smallest that fits,
+//!    lowest address among equals); the wilderness only when none fits; and grows the
+//!    arena at the top only when the wilderness is too small: one physical chunk of
+//!    what is missing, at least 20 MiB for the large pool and 2-8 MiB for the small one
+//!    (half what it holds), mapped and made accessible in one call each.
+//! 3. `free` merges with free neighbours and never gives memory back; a block used on
+//!    other streams (`record_stream`) returns to its pool once their events, polled on
+//!    `allocate`, complete.
+//! 4. Memory goes back, as whole chunks inside free blocks, only on `empty_cache`, past
+//!    a `garbage_collection_threshold`, or when the device or the cap refuses a growth;
+//!    then memory that needs no wait goes first, memory behind an outstanding fence
+//!    next, memory that needs a stream synchronisation last.
+//!
+//! Because of (2), a workload that repeats makes in every later pass exactly the
+//! choices of its first pass: a later pass sees, at each step, the free blocks the first
+//! pass saw, plus a wilderness that already holds all the first pass grew. Warm passes
+//! therefore allocate, map, release and wait for nothing (checked on every trace in
+//! `tests/data/traces`), and reserved memory is what the first pass's best fit needed,
+//! plus at most one growth step per arena. Nothing adapts at run time.
 
 mod block;
 pub mod caching;
@@ -31,13 +53,14 @@ mod free_index;
 mod inspect;
 mod memory;
 pub mod oom;
-mod pages;
+mod release;
 pub mod rounding;
 mod segment;
 pub mod snapshot;
 mod state;
 pub mod stats;
 mod summary;
+mod vmm;
 
 pub use block::BlockState;
 pub use caching::{CachingAllocator, RawBlock};
@@ -45,4 +68,4 @@ pub use config::{ALLOC_CONF_VAR, AllocConfig, ConfigError};
 pub use oom::{AllocError, LiveAllocation, OomCause, OutOfMemory};
 pub use rounding::Pool;
 pub use snapshot::{BlockInfo, SegmentInfo};
-pub use stats::{MemoryStats, Stat, StatArray};
+pub use stats::{DriverCalls, MemoryStats, Stat, StatArray};

@@ -42,6 +42,9 @@ impl AllocError {
 pub enum OomCause {
     /// The device itself refused.
     Device,
+    /// The request is larger than any allocation the allocator makes
+    /// ([`MAX_ALLOCATION`](super::rounding::MAX_ALLOCATION)).
+    TooLarge,
     /// The allocator's memory cap would be exceeded.
     Limit {
         /// The cap, in bytes.
@@ -115,6 +118,13 @@ impl fmt::Display for OutOfMemory {
             format_bytes(self.total_capacity),
             format_bytes(self.device_free)
         )?;
+        if self.cause == OomCause::TooLarge {
+            writeln!(
+                f,
+                "  The request is larger than any device memory ({} at most).",
+                format_bytes(super::rounding::MAX_ALLOCATION)
+            )?;
+        }
         if let OomCause::Limit { limit, how } = &self.cause {
             writeln!(
                 f,

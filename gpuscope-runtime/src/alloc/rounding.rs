@@ -16,6 +16,10 @@ pub const MIN_LARGE_ALLOC: usize = 10 << 20;
 pub const LARGE_BUFFER: usize = 20 << 20;
 /// Larger segments are rounded up to a multiple of this.
 pub const ROUND_LARGE: usize = 2 << 20;
+/// The largest request the allocator tries to serve (64 PiB, past any device): larger
+/// ones fail at once with an out-of-memory error, so that no size arithmetic can
+/// overflow.
+pub const MAX_ALLOCATION: usize = 1 << 56;
 
 /// Which pool a block belongs to.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -99,7 +103,7 @@ pub fn segment_size(rounded: usize) -> usize {
 /// only when more than [`SMALL_SIZE`] remains, since a smaller remainder could serve no
 /// large request and its segment can never be returned in part; with virtual memory
 /// whenever a minimum block remains, since the remainder rejoins its neighbours and the
-/// whole pages around it are reclaimed anyway, so it is not counted as allocated.
+/// pool grows in place anyway, so it is not counted as allocated.
 #[inline]
 pub fn should_split(
     pool: Pool,
@@ -111,9 +115,8 @@ pub fn should_split(
     let remaining = block_size - rounded;
     match pool {
         Pool::Small => remaining >= MIN_BLOCK_SIZE,
-        // Pages rejoin their neighbours and move where they are needed, so a paged block
-        // is split whatever its size: a merged free run past `max_split_size` must not be
-        // handed whole to a small request.
+        // A paged block is split whatever its size: the rest rejoins its neighbours, and
+        // a merged free run past `max_split_size` must not go whole to a small request.
         Pool::Large if paged => remaining >= MIN_BLOCK_SIZE,
         Pool::Large => block_size < config.max_split_size && remaining > SMALL_SIZE,
     }

@@ -1,46 +1,73 @@
 //! Segments: memory reserved from the device in one address range, carved into blocks.
 //!
 //! A segment is either one device allocation (`cudaMalloc`), or, with virtual memory,
-//! a run of physical *pages* mapped back to back inside an address arena (one per
-//! stream and pool), one mapping per page. A page is a physical chunk of one
-//! granularity (2 MiB on current GPUs), one `cuMemCreate`: CUDA maps a chunk only
-//! whole, so memory that moves on its own is a chunk of its own. Because every page is
-//! mapped on its own, the whole pages inside any free block can be unmapped and mapped
-//! again behind another segment: memory freed in one shape is reused in another,
-//! whatever its address, without a device allocation.
+//! a run of physical *chunks* mapped back to back inside an *arena*: an address range
+//! reserved up front for one stream's pool. A chunk is one `cuMemCreate`, mapped whole
+//! (CUDA maps a physical allocation only whole) with its own `cuMemMap` and
+//! `cuMemSetAccess`; a growth of the pool creates one chunk and maps it at the arena's
+//! top, so the segment at the top grows in place and its free tail (the arena's
+//! *wilderness*) grows with it.
+//! Chunks go back to the device only whole, when they lie inside a free block
+//! (`empty_cache`, garbage collection, memory pressure); the segment is then split
+//! around the hole.
+
+use std::collections::BTreeMap;
 
 use crate::backend::{BackendError, DeviceAddr, PhysHandle, StreamId, VirtualMemory};
 
+use super::block::NIL;
 use super::rounding::Pool;
 
-/// A page's physical chunk of device memory (virtual memory only).
+/// A physical chunk of device memory (virtual memory only), mapped whole in one segment.
 #[derive(Debug)]
 pub(crate) struct PhysChunk {
     pub handle: PhysHandle,
-    /// Whether it is mapped (else held in the allocator's free page pool).
-    pub mapped: bool,
+    pub size: usize,
 }
 
-/// One page: the index of its chunk in the allocator's chunk table.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Page {
-    pub chunk: u32,
-}
-
-/// An address reservation for one stream's pool: its segments are the mapped runs
-/// inside it, kept apart by unmapped holes (two runs that touch are one segment).
+/// An address reservation for one stream's pool. Its segments are the mapped runs
+/// inside it, kept apart by unmapped holes; new chunks are mapped at `top`, the end of
+/// the highest segment (the arena's base when nothing is mapped).
 #[derive(Debug)]
 pub(crate) struct Arena {
     pub base: u64,
     pub size: usize,
+    pub stream: StreamId,
+    pub pool: Pool,
+    /// One past the highest mapped byte.
+    pub top: u64,
+    /// Bytes mapped in it (the sum of its segments' sizes).
+    pub mapped: usize,
     /// Segments inside it, by base address.
-    pub segments: std::collections::BTreeMap<u64, u32>,
+    pub segments: BTreeMap<u64, u32>,
+    /// The free block that ends at `top` (the wilderness), kept out of the free index
+    /// and used only when no indexed block fits; `NIL` when the top block is in use.
+    pub wild: u32,
 }
 
 impl Arena {
+    /// A new, empty arena.
+    pub fn new(base: u64, size: usize, stream: StreamId, pool: Pool) -> Arena {
+        Arena {
+            base,
+            size,
+            stream,
+            pool,
+            top: base,
+            mapped: 0,
+            segments: BTreeMap::new(),
+            wild: NIL,
+        }
+    }
+
     /// One past its last byte.
     pub fn end(&self) -> u64 {
         self.base + self.size as u64
+    }
+
+    /// Bytes of address space left above the top.
+    pub fn room(&self) -> usize {
+        (self.end() - self.top) as usize
     }
 }
 
@@ -49,8 +76,8 @@ impl Arena {
 pub(crate) enum SegmentMemory {
     /// One device allocation of the segment's size at its base.
     Device,
-    /// Pages mapped back to back from the segment's base, inside an arena.
-    Mapped { pages: Vec<Page>, arena: u32 },
+    /// Chunks mapped back to back from the segment's base, inside an arena.
+    Mapped { chunks: Vec<u32>, arena: u32 },
 }
 
 /// One segment.
@@ -67,55 +94,67 @@ pub(crate) struct Segment {
     pub last_used: u64,
 }
 
-/// Maps `pages` back to back from `base` (each page its own mapping) and makes the range
-/// accessible; on failure undoes what it did.
-pub(crate) fn map_pages(
-    vm: &dyn VirtualMemory,
-    base: u64,
-    pages: &[Page],
-    chunks: &[Option<PhysChunk>],
-    page_size: usize,
-) -> Result<(), BackendError> {
-    for (i, page) in pages.iter().enumerate() {
-        let handle = chunks[page.chunk as usize]
-            .as_ref()
-            .expect("page of a live chunk")
-            .handle;
-        let addr = DeviceAddr(base).offset(i * page_size);
-        // SAFETY: the caller hands us unmapped pages and an unmapped range of a reservation.
-        let mapped = unsafe { vm.map(addr, page_size, handle) };
-        if let Err(e) = mapped {
-            // SAFETY: the first i pages were mapped just above and nothing has used them.
-            let _ = unsafe { unmap_pages(vm, base, i, page_size) };
-            return Err(e);
+impl Segment {
+    /// One past its last byte.
+    pub fn end(&self) -> u64 {
+        self.base + self.size as u64
+    }
+
+    /// The arena it lies in (virtual memory).
+    pub fn arena(&self) -> Option<u32> {
+        match self.memory {
+            SegmentMemory::Mapped { arena, .. } => Some(arena),
+            SegmentMemory::Device => None,
         }
     }
-    // SAFETY: the whole range was mapped above.
-    if let Err(e) = unsafe { vm.set_access(DeviceAddr(base), pages.len() * page_size) } {
-        // SAFETY: as above.
-        let _ = unsafe { unmap_pages(vm, base, pages.len(), page_size) };
-        return Err(e);
-    }
-    Ok(())
 }
 
-/// Unmaps `count` pages mapped back to back from `base`.
-///
-/// # Safety
-/// No queued work uses the range.
-pub(crate) unsafe fn unmap_pages(
+/// A chunk the allocator could not put back where it belongs after a failed driver
+/// call: still held from the device (and counted as reserved), to be unmapped (when
+/// `mapped`) and released when memory next goes back to the device.
+#[derive(Debug)]
+pub(crate) struct Orphan {
+    pub handle: PhysHandle,
+    pub size: usize,
+    /// Where it is still mapped, if it is.
+    pub mapped: Option<u64>,
+}
+
+/// What [`map_chunk`] did when it failed.
+pub(crate) struct MapFailure {
+    pub error: BackendError,
+    /// The chunk is still mapped at the address (the clean-up unmap failed too).
+    pub still_mapped: bool,
+}
+
+/// Maps `chunk` (`size` bytes) at `addr` and makes it accessible; on failure unmaps
+/// what it mapped. `calls` counts the calls made: maps, set_access, unmaps.
+pub(crate) fn map_chunk(
     vm: &dyn VirtualMemory,
-    base: u64,
-    count: usize,
-    page_size: usize,
-) -> Result<(), BackendError> {
-    let mut first_error = None;
-    for i in 0..count {
-        // SAFETY: each page was mapped on its own at this address; the caller promises
-        // the range is idle.
-        if let Err(e) = unsafe { vm.unmap(DeviceAddr(base).offset(i * page_size), page_size) } {
-            first_error.get_or_insert(e);
-        }
+    addr: u64,
+    size: usize,
+    chunk: PhysHandle,
+    calls: &mut [u64; 3],
+) -> Result<(), MapFailure> {
+    calls[0] += 1;
+    // SAFETY: the caller hands us an unmapped chunk and an unmapped range of a
+    // reservation.
+    if let Err(error) = unsafe { vm.map(DeviceAddr(addr), size, chunk) } {
+        return Err(MapFailure {
+            error,
+            still_mapped: false,
+        });
     }
-    first_error.map_or(Ok(()), Err)
+    calls[1] += 1;
+    // SAFETY: the range was mapped just above.
+    if let Err(error) = unsafe { vm.set_access(DeviceAddr(addr), size) } {
+        calls[2] += 1;
+        // SAFETY: mapped above, never made accessible, so nothing used it.
+        let still_mapped = unsafe { vm.unmap(DeviceAddr(addr), size) }.is_err();
+        return Err(MapFailure {
+            error,
+            still_mapped,
+        });
+    }
+    Ok(())
 }

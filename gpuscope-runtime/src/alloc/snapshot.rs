@@ -29,8 +29,12 @@ pub struct SegmentInfo {
     pub stream: StreamId,
     /// The pool it belongs to.
     pub pool: Pool,
-    /// Virtual memory pages mapped behind it (0 for a plain device allocation).
+    /// Virtual memory pages (granularity units, 2 MiB on current GPUs) it spans (0 for
+    /// a plain device allocation).
     pub pages: usize,
+    /// Sizes of the physical chunks mapped behind it, in address order (`cuMemCreate`
+    /// allocations, each mapped whole; empty for a plain device allocation).
+    pub chunks: Vec<usize>,
     /// Its blocks, which tile it exactly.
     pub blocks: Vec<BlockInfo>,
 }

@@ -8,8 +8,9 @@
 //!   other merges with its free neighbours at once and returns to its pool. Every free
 //!   stamps the block (`freed_at`) and its stream (for fences) with a new tick.
 //!
-//! Segment and page management lives in `memory`, reports and checks in `inspect`.
-//! Free memory goes to other streams (pages unmapped, segments released) only once no
+//! Segment and chunk management lives in `memory` and `vmm`, reports and checks in
+//! `inspect`.
+//! Free memory goes back (chunks unmapped, segments released) only once no
 //! queued work uses it: `fences` decides, from the block's `freed_at` and the stream's
 //! fences, whether that needs no wait, a wait on a fence event, or a stream sync.
 
@@ -24,8 +25,9 @@ use super::events::PendingFrees;
 use super::fences::Fences;
 use super::free_index::FreeIndex;
 use super::oom::AllocError;
-use super::rounding::{Pool, ROUND_LARGE, round_size, should_split};
-use super::segment::{Arena, Page, PhysChunk, Segment};
+use super::oom::OomCause;
+use super::rounding::{MAX_ALLOCATION, Pool, ROUND_LARGE, round_size, should_split};
+use super::segment::{Arena, Orphan, PhysChunk, Segment};
 use super::stats::MemoryStats;
 
 /// An allocation trace being recorded.
@@ -38,9 +40,9 @@ pub(crate) struct Recording {
 pub(crate) struct AllocState {
     pub(super) backend: Arc<dyn Backend>,
     pub config: AllocConfig,
-    /// Whether segments are built from virtual memory pages.
+    /// Whether segments are built from virtual memory (chunks mapped into arenas).
     pub(super) vmm: bool,
-    /// Page size (virtual memory granularity).
+    /// Virtual memory granularity: chunks and mappings are multiples of it.
     pub(super) page: usize,
     pub slab: BlockSlab,
     pub(super) segments: Vec<Option<Segment>>,
@@ -49,8 +51,8 @@ pub(crate) struct AllocState {
     pub(super) pools: Vec<[FreeIndex; 2]>,
     pub(super) chunks: Vec<Option<PhysChunk>>,
     pub(super) vacant_chunks: Vec<u32>,
-    /// Pages held but not mapped.
-    pub(super) free_pages: Vec<Page>,
+    /// Chunks a failed driver call left outside any segment, still held.
+    pub(super) orphans: Vec<Orphan>,
     /// Address arenas (virtual memory), and their indices by stream, then pool.
     pub(super) arenas: Vec<Arena>,
     pub(super) arena_lists: Vec<[Vec<u32>; 2]>,
@@ -63,10 +65,6 @@ pub(crate) struct AllocState {
     pub(super) tick: u64,
     /// Streams the backend confirmed it has.
     known_streams: Vec<bool>,
-    /// The reserve ratio in effect (see `adapt_reserve_ratio`).
-    pub(super) effective_ratio: f64,
-    pub(super) window_start: u64,
-    pub(super) window_remaps: usize,
     pub recording: Option<Recording>,
     scratch: Vec<u32>,
 }
@@ -88,7 +86,7 @@ impl AllocState {
             pools: Vec::new(),
             chunks: Vec::new(),
             vacant_chunks: Vec::new(),
-            free_pages: Vec::new(),
+            orphans: Vec::new(),
             arenas: Vec::new(),
             arena_lists: Vec::new(),
             pending: PendingFrees::default(),
@@ -98,9 +96,6 @@ impl AllocState {
             total_memory,
             tick: 0,
             known_streams: Vec::new(),
-            effective_ratio: 0.0,
-            window_start: 0,
-            window_remaps: 0,
             recording: None,
             scratch: Vec::new(),
             config,
@@ -186,6 +181,9 @@ impl AllocState {
 
     pub fn malloc(&mut self, size: usize, stream: StreamId) -> Result<u32, AllocError> {
         self.check_stream(stream)?;
+        if size > MAX_ALLOCATION {
+            return Err(self.too_large(size, stream));
+        }
         if !self.pending.is_empty() {
             self.process_events()?;
         }
@@ -194,9 +192,24 @@ impl AllocState {
         self.ensure_stream(stream);
         let block = match self.find_free(stream, pool, rounded) {
             Some(b) => b,
-            None => self.grow(stream, pool, rounded, size)?,
+            None => match self.vmm.then(|| self.find_wild(stream, pool, rounded)) {
+                Some(Some(w)) => w,
+                _ => self.grow(stream, pool, rounded, size)?,
+            },
         };
         Ok(self.take_block(block, rounded, size))
+    }
+
+    #[cold]
+    fn too_large(&mut self, size: usize, stream: StreamId) -> AllocError {
+        self.stats.num_ooms += 1;
+        AllocError::OutOfMemory(Box::new(self.oom_report(
+            size,
+            size,
+            Pool::Large,
+            stream,
+            OomCause::TooLarge,
+        )))
     }
 
     /// The best-fitting free block of the stream's pool, within `max_split_size` rules.
@@ -221,15 +234,11 @@ impl AllocState {
     /// Hands out free block `index` for `rounded` bytes, splitting off the rest.
     #[inline]
     fn take_block(&mut self, index: u32, rounded: usize, requested: usize) -> u32 {
-        let (stream, pool, size, split) = {
+        let (stream, pool, size) = {
             let b = self.slab.get(index);
-            (b.stream, b.pool, b.size, b.is_split())
+            (b.stream, b.pool, b.size)
         };
-        self.pools[stream.index()][pool.index()].remove(&mut self.slab, index);
-        if split {
-            self.stats.inactive_split.sub(pool, 1);
-            self.stats.inactive_split_bytes.sub(pool, size);
-        }
+        self.unindex_free(index);
         if should_split(pool, size, rounded, &self.config, self.vmm) {
             let (addr, segment, next, freed_at) = {
                 let b = self.slab.get(index);
@@ -251,9 +260,7 @@ impl AllocState {
             let b = self.slab.get_mut(index);
             b.next = rest;
             b.size = rounded;
-            self.pools[stream.index()][pool.index()].insert(&mut self.slab, rest);
-            self.stats.inactive_split.add(pool, 1);
-            self.stats.inactive_split_bytes.add(pool, size - rounded);
+            self.index_free(rest);
         }
         let trace_id = match &mut self.recording {
             Some(rec) => {
@@ -327,7 +334,10 @@ impl AllocState {
         let uses = std::mem::take(&mut self.slab.get_mut(index).stream_uses);
         self.slab.get_mut(index).state = BlockState::PendingFree;
         for s in uses {
-            match self.pending.record(&*self.backend, s, index) {
+            match self
+                .pending
+                .record(&*self.backend, s, index, &mut self.stats)
+            {
                 Ok(()) => self.slab.get_mut(index).pending_events += 1,
                 // Without an event, wait for the stream instead: slower, still correct.
                 Err(_) => self.sync_stream(s)?,
@@ -354,7 +364,8 @@ impl AllocState {
         Ok(())
     }
 
-    /// Makes block `index` free: merges it with free neighbours and indexes it.
+    /// Makes block `index` free: merges it with free neighbours and indexes it (or
+    /// makes it its arena's wilderness).
     #[inline]
     pub(super) fn free_block(&mut self, index: u32) {
         let (pool, stream, size, prev, next, segment) = {
@@ -370,31 +381,23 @@ impl AllocState {
         if next != NIL && self.slab.get(next).state == BlockState::Free {
             self.absorb(index, next, false);
         }
-        let b = self.slab.get(index);
-        if b.is_split() {
-            let size = b.size;
-            self.stats.inactive_split.add(pool, 1);
-            self.stats.inactive_split_bytes.add(pool, size);
-        }
         self.tick += 1;
         self.slab.get_mut(index).freed_at = self.tick;
         self.fences.note_free(stream, self.tick);
         if let Some(seg) = &mut self.segments[segment as usize] {
             seg.last_used = self.tick;
         }
-        self.pools[stream.index()][pool.index()].insert(&mut self.slab, index);
+        self.index_free(index);
     }
 
     /// Merges free neighbour `other` (before `index` when `before`) into `index`.
     #[inline]
     fn absorb(&mut self, index: u32, other: u32, before: bool) {
-        let (o_addr, o_size, o_prev, o_next, pool, stream) = {
+        let (o_addr, o_size, o_prev, o_next) = {
             let o = self.slab.get(other);
-            (o.addr, o.size, o.prev, o.next, o.pool, o.stream)
+            (o.addr, o.size, o.prev, o.next)
         };
-        self.pools[stream.index()][pool.index()].remove(&mut self.slab, other);
-        self.stats.inactive_split.sub(pool, 1);
-        self.stats.inactive_split_bytes.sub(pool, o_size);
+        self.unindex_free(other);
         if before {
             if o_prev != NIL {
                 self.slab.get_mut(o_prev).next = index;
@@ -422,7 +425,9 @@ impl AllocState {
     fn process_events(&mut self) -> Result<(), BackendError> {
         let mut done = std::mem::take(&mut self.scratch);
         done.clear();
-        let result = self.pending.take_completed(&*self.backend, &mut done);
+        let result = self
+            .pending
+            .take_completed(&*self.backend, &mut done, &mut self.stats);
         self.finish_pending(&done);
         self.scratch = done;
         result
@@ -435,7 +440,9 @@ impl AllocState {
         }
         self.stats.num_sync_all_streams += 1;
         let mut done = Vec::new();
-        let result = self.pending.take_all(&*self.backend, &mut done);
+        let result = self
+            .pending
+            .take_all(&*self.backend, &mut done, &mut self.stats);
         self.finish_pending(&done);
         result
     }
@@ -454,6 +461,7 @@ impl AllocState {
     /// blocks still allocated, whose memory stays with the device.
     pub fn shutdown(&mut self) -> usize {
         let _ = self.empty_cache();
+        let _ = self.release_orphans();
         self.release_empty_arenas();
         self.pending.destroy_idle(&*self.backend);
         self.fences.destroy(&*self.backend);

@@ -92,24 +92,6 @@ impl StatArray {
         self.all.sub(amount as i64);
     }
 
-    /// Increases only the stat of `pool` (memory moving into it from outside the pools).
-    #[inline]
-    pub(crate) fn pool_add(&mut self, pool: Pool, amount: usize) {
-        match pool {
-            Pool::Small => self.small_pool.add(amount as i64),
-            Pool::Large => self.large_pool.add(amount as i64),
-        }
-    }
-
-    /// Decreases only the stat of `pool`.
-    #[inline]
-    pub(crate) fn pool_sub(&mut self, pool: Pool, amount: usize) {
-        match pool {
-            Pool::Small => self.small_pool.sub(amount as i64),
-            Pool::Large => self.large_pool.sub(amount as i64),
-        }
-    }
-
     fn reset_peak(&mut self) {
         for s in [&mut self.all, &mut self.small_pool, &mut self.large_pool] {
             s.peak = s.current;
@@ -153,29 +135,38 @@ pub struct MemoryStats {
     /// Times the allocator waited for all outstanding stream events (only on the
     /// out-of-memory path and in `empty_cache`).
     pub num_sync_all_streams: u64,
-    /// Device allocations: `cudaMalloc` calls, or with virtual memory the growths that
-    /// created physical chunks (one growth creates one or more chunks).
+    /// Device allocations: successful `cudaMalloc` calls, or with virtual memory
+    /// successful `cuMemCreate` calls (one physical chunk each).
     pub num_device_alloc: u64,
-    /// Device frees: `cudaFree` calls, or with virtual memory the releases of
-    /// physical chunks (one release frees one or more chunks).
+    /// Device frees: `cudaFree` calls, or with virtual memory `cuMemRelease` calls.
     pub num_device_free: u64,
-    /// Physical chunks created (`cuMemCreate` calls; virtual memory only).
-    pub num_device_chunks: u64,
-    /// Physical chunks released (`cuMemRelease` calls; virtual memory only).
-    pub num_device_chunks_released: u64,
     /// Blocks allocated at or above `max_split_size`.
     pub oversize_allocations: Stat,
     /// Segments at or above `max_split_size`.
     pub oversize_segments: Stat,
     /// The `max_split_size` in effect (bytes; `-1` when unlimited).
     pub max_split_size: i64,
-    /// Chunks mapped into address ranges (virtual memory only).
+    /// `cuMemMap` calls: physical chunks mapped into address ranges (virtual memory).
     pub num_device_map: u64,
-    /// Chunks unmapped from address ranges to be reused elsewhere (virtual memory only).
+    /// `cuMemUnmap` calls (virtual memory; only when memory goes back to the device).
     pub num_device_unmap: u64,
-    /// Times one stream was synchronised before its free memory was unmapped or freed
-    /// (no fence covered the memory).
+    /// `cuMemSetAccess` calls (virtual memory; one per mapped chunk).
+    pub num_set_access: u64,
+    /// `cuMemAddressReserve` calls: address ranges reserved (virtual memory).
+    pub num_address_reserve: u64,
+    /// Times one stream was synchronised (`cuStreamSynchronize`) before its free memory
+    /// was unmapped or freed (no fence covered the memory).
     pub num_stream_syncs: u64,
+    /// Event synchronisations (`cuEventSynchronize`): waits for a stream's fence before
+    /// its free memory went back, and waits for cross-stream frees on the
+    /// out-of-memory path and in `empty_cache`.
+    pub num_event_syncs: u64,
+    /// Events recorded (`cuEventRecord`): frees of blocks used on other streams
+    /// (`record_stream`), and fences.
+    pub num_event_records: u64,
+    /// Events queried (`cuEventQuery`), never blocking: pending cross-stream frees
+    /// polled on `allocate`, and fences polled before memory goes back.
+    pub num_event_queries: u64,
     /// Fences recorded on streams (`record_fence`, at scope exit).
     pub num_fences: u64,
     /// Times the allocator waited for a fence's event (rather than the whole stream)
@@ -183,7 +174,146 @@ pub struct MemoryStats {
     pub num_fence_waits: u64,
 }
 
+/// The driver calls an allocator made, by kind: what [`MemoryStats`] counts, in one
+/// value that subtracts (calls made between two readings) and sums.
+///
+/// ```
+/// use gpuscope_runtime::alloc::stats::{DriverCalls, MemoryStats};
+/// let before = MemoryStats::default().driver_calls();
+/// let after = MemoryStats { num_device_map: 3, num_set_access: 3, ..Default::default() }.driver_calls();
+/// let d = after - before;
+/// assert_eq!((d.maps, d.set_access, d.total()), (3, 3, 6));
+/// assert!(!d.is_zero());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DriverCalls {
+    /// `cudaMalloc` or `cuMemCreate`.
+    pub allocs: u64,
+    /// `cudaFree` or `cuMemRelease`.
+    pub frees: u64,
+    /// `cuMemMap`.
+    pub maps: u64,
+    /// `cuMemUnmap`.
+    pub unmaps: u64,
+    /// `cuMemSetAccess`.
+    pub set_access: u64,
+    /// `cuMemAddressReserve`.
+    pub address_reserves: u64,
+    /// `cuStreamSynchronize`.
+    pub stream_syncs: u64,
+    /// `cuEventSynchronize`.
+    pub event_syncs: u64,
+    /// `cuEventRecord`.
+    pub event_records: u64,
+    /// `cuEventQuery`.
+    pub event_queries: u64,
+}
+
+impl DriverCalls {
+    /// Each kind with its name, in a fixed order (for tables and JSON).
+    pub fn named(&self) -> [(&'static str, u64); 10] {
+        [
+            ("allocs", self.allocs),
+            ("frees", self.frees),
+            ("maps", self.maps),
+            ("unmaps", self.unmaps),
+            ("set_access", self.set_access),
+            ("address_reserves", self.address_reserves),
+            ("stream_syncs", self.stream_syncs),
+            ("event_syncs", self.event_syncs),
+            ("event_records", self.event_records),
+            ("event_queries", self.event_queries),
+        ]
+    }
+
+    /// All calls together.
+    pub fn total(&self) -> u64 {
+        self.named().iter().map(|(_, n)| n).sum()
+    }
+
+    /// Whether no call was made.
+    pub fn is_zero(&self) -> bool {
+        self.total() == 0
+    }
+
+    /// The calls that change memory or wait: allocations, frees, maps, unmaps, access
+    /// changes, reservations and synchronisations (event records and queries left out).
+    pub fn memory_and_waits(&self) -> u64 {
+        self.allocs
+            + self.frees
+            + self.maps
+            + self.unmaps
+            + self.set_access
+            + self.address_reserves
+            + self.stream_syncs
+            + self.event_syncs
+    }
+}
+
+impl std::ops::Sub for DriverCalls {
+    type Output = DriverCalls;
+    fn sub(self, o: DriverCalls) -> DriverCalls {
+        DriverCalls {
+            allocs: self.allocs - o.allocs,
+            frees: self.frees - o.frees,
+            maps: self.maps - o.maps,
+            unmaps: self.unmaps - o.unmaps,
+            set_access: self.set_access - o.set_access,
+            address_reserves: self.address_reserves - o.address_reserves,
+            stream_syncs: self.stream_syncs - o.stream_syncs,
+            event_syncs: self.event_syncs - o.event_syncs,
+            event_records: self.event_records - o.event_records,
+            event_queries: self.event_queries - o.event_queries,
+        }
+    }
+}
+
+impl std::ops::Add for DriverCalls {
+    type Output = DriverCalls;
+    fn add(self, o: DriverCalls) -> DriverCalls {
+        DriverCalls {
+            allocs: self.allocs + o.allocs,
+            frees: self.frees + o.frees,
+            maps: self.maps + o.maps,
+            unmaps: self.unmaps + o.unmaps,
+            set_access: self.set_access + o.set_access,
+            address_reserves: self.address_reserves + o.address_reserves,
+            stream_syncs: self.stream_syncs + o.stream_syncs,
+            event_syncs: self.event_syncs + o.event_syncs,
+            event_records: self.event_records + o.event_records,
+            event_queries: self.event_queries + o.event_queries,
+        }
+    }
+}
+
+impl std::fmt::Display for DriverCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = self
+            .named()
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        f.write_str(&parts.join(", "))
+    }
+}
+
 impl MemoryStats {
+    /// The driver calls counted so far.
+    pub fn driver_calls(&self) -> DriverCalls {
+        DriverCalls {
+            allocs: self.num_device_alloc,
+            frees: self.num_device_free,
+            maps: self.num_device_map,
+            unmaps: self.num_device_unmap,
+            set_access: self.num_set_access,
+            address_reserves: self.num_address_reserve,
+            stream_syncs: self.num_stream_syncs,
+            event_syncs: self.num_event_syncs,
+            event_records: self.num_event_records,
+            event_queries: self.num_event_queries,
+        }
+    }
+
     /// Sets every peak to its current value.
     pub(crate) fn reset_peak(&mut self) {
         for a in self.arrays_mut() {
@@ -207,11 +337,14 @@ impl MemoryStats {
         self.num_sync_all_streams = 0;
         self.num_device_alloc = 0;
         self.num_device_free = 0;
-        self.num_device_chunks = 0;
-        self.num_device_chunks_released = 0;
         self.num_device_map = 0;
         self.num_device_unmap = 0;
+        self.num_set_access = 0;
+        self.num_address_reserve = 0;
         self.num_stream_syncs = 0;
+        self.num_event_syncs = 0;
+        self.num_event_records = 0;
+        self.num_event_queries = 0;
         self.num_fences = 0;
         self.num_fence_waits = 0;
     }
@@ -277,14 +410,14 @@ impl MemoryStats {
             ("num_sync_all_streams", self.num_sync_all_streams),
             ("num_device_alloc", self.num_device_alloc),
             ("num_device_free", self.num_device_free),
-            ("num_device_chunks", self.num_device_chunks),
-            (
-                "num_device_chunks_released",
-                self.num_device_chunks_released,
-            ),
             ("num_device_map", self.num_device_map),
             ("num_device_unmap", self.num_device_unmap),
+            ("num_set_access", self.num_set_access),
+            ("num_address_reserve", self.num_address_reserve),
             ("num_stream_syncs", self.num_stream_syncs),
+            ("num_event_syncs", self.num_event_syncs),
+            ("num_event_records", self.num_event_records),
+            ("num_event_queries", self.num_event_queries),
             ("num_fences", self.num_fences),
             ("num_fence_waits", self.num_fence_waits),
         ] {
@@ -327,7 +460,13 @@ mod tests {
         let flat = s.to_flat();
         assert!(flat.contains(&("allocated_bytes.all.current".to_string(), 5)));
         assert!(flat.iter().any(|(k, _)| k == "num_sync_all_streams"));
-        for key in ["num_stream_syncs", "num_fences", "num_fence_waits"] {
+        for key in [
+            "num_stream_syncs",
+            "num_fences",
+            "num_fence_waits",
+            "num_set_access",
+            "num_event_syncs",
+        ] {
             assert!(flat.iter().any(|(k, _)| k == key), "{key} missing");
         }
     }

@@ -75,8 +75,8 @@ pub(crate) fn render(device: &str, s: &MemoryStats, config: &AllocConfig) -> Str
     centered(
         &mut out,
         &format!(
-            "fences: {:<6} fence waits: {:<6}",
-            s.num_fences, s.num_fence_waits
+            "set access: {:<6} event syncs: {:<6} fences: {:<6} fence waits: {:<6}",
+            s.num_set_access, s.num_event_syncs, s.num_fences, s.num_fence_waits
         ),
     );
     rule(&mut out, '=');

@@ -6,67 +6,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::grad::GradModeGuard;
-use crate::tensor::ops::{self, Site};
-use crate::tensor::{Tensor, TensorError};
+use crate::tensor::compute::{self as ops, Site};
+use crate::tensor::{GradFn, Tensor, TensorError};
 
-use super::{Edge, Node, check_saved_versions};
-
-/// A leaf hook with its borrow erased (see [`with_leaf_grad_hook`]).
-type ErasedHook = *const (dyn Fn(&Tensor) + 'static);
-
-thread_local! {
-    /// The hook of [`with_leaf_grad_hook`], while one runs on this thread.
-    static LEAF_HOOK: std::cell::Cell<Option<ErasedHook>> =
-        const { std::cell::Cell::new(None) };
-}
-
-/// Runs `f` (which calls `backward()`) with `hook` called once per leaf of each
-/// backward pass, when that leaf's gradient is final: after the last use of the leaf
-/// in the graph has added to it (a tied weight used twice is reported once, after both
-/// uses), or when no gradient reached that use. Distributed data parallelism starts
-/// communicating a bucket of gradients the moment they are final.
-///
-/// ```
-/// use gpuscope_runtime::{Device, Tensor};
-/// use gpuscope_runtime::autograd::with_leaf_grad_hook;
-/// let dev = Device::host().unwrap();
-/// let w = Tensor::ones(&[3], &dev).unwrap().set_requires_grad(true);
-/// let loss = w.mul(&w).unwrap().sum().unwrap(); // w used twice
-/// let seen = std::cell::RefCell::new(Vec::new());
-/// with_leaf_grad_hook(&|leaf: &Tensor| seen.borrow_mut().push(leaf.grad().unwrap().to_vec::<f32>().unwrap()), || {
-///     loss.backward()
-/// })
-/// .unwrap();
-/// assert_eq!(*seen.borrow(), vec![vec![2.0f32; 3]]); // once, with both uses added
-/// ```
-pub fn with_leaf_grad_hook<R>(hook: &dyn Fn(&Tensor), f: impl FnOnce() -> R) -> R {
-    struct Restore(Option<ErasedHook>);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            LEAF_HOOK.with(|h| h.set(self.0));
-        }
-    }
-    // SAFETY: the pointer is only used while `f` runs (restored by the guard below,
-    // also on panic), during which `hook` is borrowed.
-    let erased: ErasedHook = unsafe { std::mem::transmute(hook) };
-    let _restore = Restore(LEAF_HOOK.with(|h| h.replace(Some(erased))));
-    f()
-}
-
-fn call_leaf_hook(leaf: &Tensor) {
-    if let Some(h) = LEAF_HOOK.with(|h| h.get()) {
-        // SAFETY: set by `with_leaf_grad_hook`, whose borrow outlives this call.
-        unsafe { (*h)(leaf) }
-    }
-}
-
-fn hooked() -> bool {
-    LEAF_HOOK.with(|h| h.get().is_some())
-}
-
-fn key(n: &Arc<Node>) -> *const Node {
-    Arc::as_ptr(n)
-}
+use super::{Edge, check_saved_versions, key, leaf_hook, node_of};
 
 pub(crate) fn backward(
     root: &Tensor,
@@ -102,7 +45,7 @@ pub(crate) fn backward(
         Some(node) => run(node.clone(), seed, site),
         None if root.requires_grad() => {
             accumulate_leaf(root, seed, site)?;
-            call_leaf_hook(root);
+            leaf_hook::call(root);
             Ok(())
         }
         None => Err(TensorError::Autograd(
@@ -112,54 +55,47 @@ pub(crate) fn backward(
     }
 }
 
-fn run(root: Arc<Node>, seed: Tensor, site: Site) -> Result<(), TensorError> {
+fn run(root: Arc<dyn GradFn>, seed: Tensor, site: Site) -> Result<(), TensorError> {
     // How many recorded consumers each node's output has.
-    let mut deps: HashMap<*const Node, usize> = HashMap::new();
-    let mut seen: HashSet<*const Node> = HashSet::from([key(&root)]);
+    let mut deps: HashMap<*const (), usize> = HashMap::new();
+    // With a leaf hook: how many uses each leaf has, to know when its gradient is final.
+    let hooked = leaf_hook::is_set();
+    let mut leaf_uses: HashMap<crate::backend::DeviceAddr, usize> = HashMap::new();
+    let mut seen: HashSet<*const ()> = HashSet::from([key(&root)]);
     let mut stack = vec![root.clone()];
     while let Some(n) = stack.pop() {
-        for e in &n.edges {
-            if let Edge::Node(c) = e {
-                *deps.entry(key(c)).or_default() += 1;
-                if seen.insert(key(c)) {
-                    stack.push(c.clone());
+        for e in &node_of(&n).edges {
+            match e {
+                Edge::Node(c) => {
+                    *deps.entry(key(c)).or_default() += 1;
+                    if seen.insert(key(c)) {
+                        stack.push(c.clone());
+                    }
                 }
+                Edge::Leaf(l) if hooked => {
+                    if let Some(l) = l.upgrade() {
+                        *leaf_uses.entry(l.addr()).or_default() += 1;
+                    }
+                }
+                _ => {}
             }
         }
     }
     drop(seen);
-    // With a leaf hook: how many uses each leaf has, to know when its gradient is final.
-    let mut leaf_uses: HashMap<crate::backend::DeviceAddr, usize> = HashMap::new();
-    if hooked() {
-        let mut seen: HashSet<*const Node> = HashSet::from([key(&root)]);
-        let mut stack = vec![root.clone()];
-        while let Some(n) = stack.pop() {
-            for e in &n.edges {
-                match e {
-                    Edge::Node(c) if seen.insert(key(c)) => stack.push(c.clone()),
-                    Edge::Leaf(l) => {
-                        if let Some(l) = l.upgrade() {
-                            *leaf_uses.entry(l.addr()).or_default() += 1;
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
 
-    let mut grads: HashMap<*const Node, Tensor> = HashMap::new();
+    let mut grads: HashMap<*const (), Tensor> = HashMap::new();
     // Nodes whose consumers have all run, with their gradient (`None`: none reached
     // them; their saved tensors are freed all the same).
-    let mut ready: Vec<(Arc<Node>, Option<Tensor>)> = vec![(root, Some(seed))];
-    while let Some((node, grad)) = ready.pop() {
+    let mut ready: Vec<(Arc<dyn GradFn>, Option<Tensor>)> = vec![(root, Some(seed))];
+    while let Some((handle, grad)) = ready.pop() {
+        let node = node_of(&handle);
         // The views listed for `for_each_graph_tensor` go with the step; first, the
         // step's inputs must be what they were when it was recorded. A failed check
         // frees nothing: the node (and what it saved) goes with the graph.
         let saved = {
             let mut listed = node.saved.lock().unwrap_or_else(|e| e.into_inner());
             if grad.is_some() {
-                check_saved_versions(&node, &listed)?;
+                check_saved_versions(node, &listed)?;
             }
             std::mem::take(&mut *listed)
         };
@@ -220,7 +156,7 @@ fn run(root: Arc<Node>, seed: Tensor, site: Site) -> Result<(), TensorError> {
                     if let Some(left) = leaf_uses.get_mut(&leaf.addr()) {
                         *left -= 1;
                         if *left == 0 {
-                            call_leaf_hook(&leaf);
+                            leaf_hook::call(&leaf);
                         }
                     }
                 }

@@ -57,6 +57,13 @@
 //! assert!(x.grad().is_none()); // x does not require grad
 //! ```
 //!
+//! Where things live: `engine` (the backward pass), `checkpoint` ([`checkpoint()`]:
+//! activation checkpointing, a function run again during `backward()` instead of
+//! keeping its activations), `hook` ([`on_backward`]: a callback with the gradient at a
+//! point of the backward pass). The tensor core holds a node behind its `GradFn` trait
+//! (`tensor::autograd_meta`); the engine adds gradients through `tensor::compute`'s
+//! kernels, which record nothing.
+//!
 //! A saved tensor changed before `backward()`:
 //!
 //! ```
@@ -70,15 +77,20 @@
 //! assert!(err.contains("`mul`") && err.contains("version 1"), "{err}");
 //! ```
 
+mod checkpoint;
 mod engine;
+mod hook;
+mod leaf_hook;
 
-pub use engine::with_leaf_grad_hook;
+pub use checkpoint::checkpoint;
+pub use hook::on_backward;
+pub use leaf_hook::with_leaf_grad_hook;
 
 use std::sync::{Arc, Mutex};
 
 use crate::grad::is_grad_enabled;
-use crate::tensor::ops::Site;
-use crate::tensor::{Tensor, TensorError, WeakTensor};
+use crate::tensor::compute::Site;
+use crate::tensor::{GradFn, Tensor, TensorError, WeakTensor};
 
 /// Gradients for a node's inputs, in order (`None`: no gradient for that input).
 pub(crate) type Grads = Vec<Option<Tensor>>;
@@ -95,8 +107,28 @@ pub(crate) enum Edge {
     /// A leaf that requires grad: the gradient accumulates into its `.grad` (weak, so
     /// the graph does not keep parameters alive).
     Leaf(WeakTensor),
-    /// The output of another recorded operation.
-    Node(Arc<Node>),
+    /// The output of another recorded operation (a [`Node`], as the tensor core holds
+    /// it).
+    Node(Arc<dyn GradFn>),
+}
+
+/// The autograd node behind a tensor's `grad_fn`: every `GradFn` is a [`Node`] (only
+/// [`record_saving`] makes them).
+pub(crate) fn node_of(g: &Arc<dyn GradFn>) -> &Node {
+    match g.as_any().downcast_ref::<Node>() {
+        Some(node) => node,
+        None => unreachable!("every grad_fn is an autograd Node"),
+    }
+}
+
+impl GradFn for Node {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
 }
 
 /// One recorded operation.
@@ -158,6 +190,11 @@ impl std::fmt::Debug for Node {
     }
 }
 
+/// A node's identity (the address of its allocation).
+pub(crate) fn key(n: &Arc<dyn GradFn>) -> *const () {
+    Arc::as_ptr(n) as *const ()
+}
+
 /// Whether an operation on `inputs` records its backward step now.
 #[inline]
 pub(crate) fn should_record(inputs: &[&Tensor]) -> bool {
@@ -203,7 +240,7 @@ pub(crate) fn record_saving(
         saved: Mutex::new(saved.into_iter().map(Saved::new).collect()),
         edges: inputs.iter().map(|t| edge_of(t)).collect(),
     };
-    out.with_grad_fn(Arc::new(node))
+    out.with_grad_fn(Arc::new(node) as Arc<dyn GradFn>)
 }
 
 /// Checks that no tensor `node` saved has been changed in place since it was saved
@@ -277,10 +314,11 @@ impl Tensor {
     /// ```
     pub fn for_each_graph_tensor(&self, f: &mut dyn FnMut(&Tensor)) {
         let Some(root) = self.grad_fn() else { return };
-        let mut seen: std::collections::HashSet<*const Node> =
-            std::collections::HashSet::from([Arc::as_ptr(root)]);
+        let mut seen: std::collections::HashSet<*const ()> =
+            std::collections::HashSet::from([key(root)]);
         let mut stack = vec![root.clone()];
         while let Some(node) = stack.pop() {
+            let node = node_of(&node);
             if !node.is_pending() {
                 // Walked already: neither it nor anything behind it holds memory.
                 continue;
@@ -290,7 +328,7 @@ impl Tensor {
             }
             for e in &node.edges {
                 if let Edge::Node(c) = e
-                    && seen.insert(Arc::as_ptr(c))
+                    && seen.insert(key(c))
                 {
                     stack.push(c.clone());
                 }

@@ -6,11 +6,13 @@
 //! | [`cuda::CudaBackend`] | an NVIDIA GPU through cudarc (feature `cuda`) | `cuMemAlloc`, or physical chunks mapped into reserved address ranges (CUDA virtual memory) | real CUDA streams and events |
 //! | [`host::HostBackend`] | any machine: the embedded default | the system allocator | run in order on the calling thread: every event completes when recorded |
 //! | [`test::TestBackend`] | tests | fake addresses inside a capacity limit, optional virtual memory | events complete when the test says so; faults on demand |
+//! | [`fault::FaultyBackend`] | tests | any backend's, with the `n`-th call of a kind failing on demand | the wrapped backend's |
 //!
 //! The caching allocator ([`crate::alloc`]) calls a backend only on its slow paths
 //! (a new segment, a released segment, an event), so one virtual call per operation
 //! costs nothing measurable.
 
+pub mod fault;
 pub mod host;
 pub mod test;
 
@@ -191,11 +193,11 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Creates a new stream.
     fn create_stream(&self) -> Result<StreamId, BackendError>;
 
-    /// Blocks until all work queued on `stream` has finished.
     /// Whether `stream` is a stream of this backend (the default stream, or one that
     /// [`Backend::create_stream`] returned).
     fn has_stream(&self, stream: StreamId) -> bool;
 
+    /// Blocks until all work queued on `stream` has finished.
     fn synchronize_stream(&self, stream: StreamId) -> Result<(), BackendError>;
 
     /// Blocks until all work on every stream of the device has finished.

@@ -1,6 +1,11 @@
 //! A deterministic backend for tests: fake addresses inside a capacity limit, optional
 //! virtual memory, events that complete when the test says so, and injected faults.
 //!
+//! Faults: every `n`-th device allocation can fail with out-of-memory
+//! ([`TestBackendBuilder::fail_every`]), and the `n`-th call of any kind ([`Call`]) can
+//! fail with a driver error ([`TestBackend::fail_call`]), so tests can fail every call
+//! of a run one at a time.
+//!
 //! It also checks its caller: a free of an address it never gave out, a mapping that
 //! overlaps another, or an unmap of memory that is not mapped panics with a message,
 //! so an allocator bug shows up as a failing test rather than as silent corruption.
@@ -21,6 +26,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 
+pub use super::fault::Call;
+use super::fault::FaultPlan;
 use super::{
     Backend, BackendError, DeviceAddr, DeviceKind, EventId, MemInfo, PhysHandle, StreamId,
     VirtualMemory,
@@ -154,6 +161,7 @@ struct State {
     counters: Counters,
     /// Launched work not known complete.
     in_flight: Vec<Work>,
+    faults: FaultPlan,
 }
 
 impl State {
@@ -326,6 +334,40 @@ impl TestBackend {
         st.attempts = 0;
     }
 
+    /// Makes the `n`-th call of `kind` from now on (1-based) fail with a driver error
+    /// (the call has no effect). Several may be pending at once.
+    ///
+    /// ```
+    /// use gpuscope_runtime::backend::{Backend, StreamId};
+    /// use gpuscope_runtime::backend::test::{Call, TestBackend};
+    /// let dev = TestBackend::builder().build();
+    /// let e = dev.create_event().unwrap();
+    /// dev.fail_call(Call::RecordEvent, 2);
+    /// assert!(dev.record_event(e, StreamId::DEFAULT).is_ok());
+    /// let err = dev.record_event(e, StreamId::DEFAULT).unwrap_err();
+    /// assert!(err.to_string().contains("injected fault"));
+    /// assert!(dev.record_event(e, StreamId::DEFAULT).is_ok());
+    /// assert_eq!(dev.calls()[&Call::RecordEvent], 3);
+    /// ```
+    pub fn fail_call(&self, kind: Call, n: u64) {
+        self.state().faults.fail(kind, n.max(1));
+    }
+
+    /// Forgets the faults set with [`Self::fail_call`] that have not happened yet.
+    pub fn clear_faults(&self) {
+        self.state().faults.clear();
+    }
+
+    /// Calls made so far, by kind (failed ones included).
+    pub fn calls(&self) -> std::collections::BTreeMap<Call, u64> {
+        self.state().faults.calls()
+    }
+
+    /// Faults injected so far by [`Self::fail_call`].
+    pub fn faults_injected(&self) -> u64 {
+        self.state().faults.failed()
+    }
+
     /// Number of live device allocations and chunks.
     pub fn live_allocations(&self) -> usize {
         let st = self.state();
@@ -352,6 +394,7 @@ impl Backend for TestBackend {
 
     fn malloc(&self, size: usize) -> Result<DeviceAddr, BackendError> {
         let mut st = self.state();
+        st.faults.enter(Call::Allocate)?;
         st.admit(size, self.capacity)?;
         let addr = st.fresh_range(size);
         st.allocations.insert(addr, size);
@@ -360,6 +403,7 @@ impl Backend for TestBackend {
 
     unsafe fn free(&self, addr: DeviceAddr, size: usize) -> Result<(), BackendError> {
         let mut st = self.state();
+        st.faults.enter(Call::Free)?;
         st.check_idle(addr.0, addr.0 + size as u64, "free");
         match st.allocations.remove(&addr.0) {
             Some(s) if s == size => {
@@ -388,6 +432,7 @@ impl Backend for TestBackend {
 
     fn synchronize_stream(&self, stream: StreamId) -> Result<(), BackendError> {
         let mut st = self.state();
+        st.faults.enter(Call::SyncStream)?;
         let i = st.stream(stream)?;
         st.streams[i].completed = st.streams[i].issued;
         st.counters.stream_syncs += 1;
@@ -396,6 +441,7 @@ impl Backend for TestBackend {
 
     fn synchronize_device(&self) -> Result<(), BackendError> {
         let mut st = self.state();
+        st.faults.enter(Call::SyncStream)?;
         for s in &mut st.streams {
             s.completed = s.issued;
         }
@@ -405,6 +451,7 @@ impl Backend for TestBackend {
 
     fn create_event(&self) -> Result<EventId, BackendError> {
         let mut st = self.state();
+        st.faults.enter(Call::CreateEvent)?;
         let id = st.next_event;
         st.next_event += 1;
         st.events.insert(id, None);
@@ -424,6 +471,7 @@ impl Backend for TestBackend {
 
     fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), BackendError> {
         let mut st = self.state();
+        st.faults.enter(Call::RecordEvent)?;
         let i = st.stream(stream)?;
         if !st.events.contains_key(&event.0) {
             return Err(BackendError::InvalidHandle {
@@ -442,11 +490,14 @@ impl Backend for TestBackend {
     }
 
     fn query_event(&self, event: EventId) -> Result<bool, BackendError> {
-        self.state().event_done(event)
+        let mut st = self.state();
+        st.faults.enter(Call::QueryEvent)?;
+        st.event_done(event)
     }
 
     fn synchronize_event(&self, event: EventId) -> Result<(), BackendError> {
         let mut st = self.state();
+        st.faults.enter(Call::SyncEvent)?;
         st.event_done(event)?;
         if let Some(Some((stream, seq))) = st.events.get(&event.0).copied() {
             let s = &mut st.streams[stream];
@@ -456,7 +507,8 @@ impl Backend for TestBackend {
     }
 
     fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), BackendError> {
-        let st = self.state();
+        let mut st = self.state();
+        st.faults.enter(Call::StreamWait)?;
         st.stream(stream)?;
         st.event_done(event).map(|_| ())
     }
@@ -467,6 +519,7 @@ impl Backend for TestBackend {
         _src: &[u8],
         _stream: StreamId,
     ) -> Result<(), BackendError> {
+        self.state().faults.enter(Call::Copy)?;
         Err(unsupported_contents())
     }
 
@@ -476,6 +529,7 @@ impl Backend for TestBackend {
         _src: DeviceAddr,
         _stream: StreamId,
     ) -> Result<(), BackendError> {
+        self.state().faults.enter(Call::Copy)?;
         Err(unsupported_contents())
     }
 
@@ -486,6 +540,7 @@ impl Backend for TestBackend {
         _len: usize,
         _stream: StreamId,
     ) -> Result<(), BackendError> {
+        self.state().faults.enter(Call::Copy)?;
         Err(unsupported_contents())
     }
 
@@ -496,6 +551,7 @@ impl Backend for TestBackend {
         _len: usize,
         _stream: StreamId,
     ) -> Result<(), BackendError> {
+        self.state().faults.enter(Call::Copy)?;
         Err(unsupported_contents())
     }
 
@@ -518,6 +574,7 @@ impl VirtualMemory for TestBackend {
 
     fn reserve_address(&self, size: usize) -> Result<DeviceAddr, BackendError> {
         let mut st = self.state();
+        st.faults.enter(Call::ReserveAddress)?;
         let addr = st.fresh_range(size);
         st.reservations.insert(addr, size);
         Ok(DeviceAddr(addr))
@@ -545,6 +602,7 @@ impl VirtualMemory for TestBackend {
             "test backend: chunk size {size} is not a multiple of {g}"
         );
         let mut st = self.state();
+        st.faults.enter(Call::Allocate)?;
         st.admit(size, self.capacity)?;
         st.next_chunk += 1;
         let h = st.next_chunk;
@@ -554,6 +612,7 @@ impl VirtualMemory for TestBackend {
 
     unsafe fn release_chunk(&self, chunk: PhysHandle, size: usize) -> Result<(), BackendError> {
         let mut st = self.state();
+        st.faults.enter(Call::Free)?;
         assert!(
             !st.mapped_chunks.contains(&chunk.0),
             "test backend: release of chunk {chunk:?} while it is mapped"
@@ -576,6 +635,7 @@ impl VirtualMemory for TestBackend {
     ) -> Result<(), BackendError> {
         let g = self.granularity();
         let mut st = self.state();
+        st.faults.enter(Call::Map)?;
         let chunk_size = *st
             .chunks
             .get(&chunk.0)
@@ -614,7 +674,8 @@ impl VirtualMemory for TestBackend {
     }
 
     unsafe fn set_access(&self, addr: DeviceAddr, size: usize) -> Result<(), BackendError> {
-        let st = self.state();
+        let mut st = self.state();
+        st.faults.enter(Call::SetAccess)?;
         let mut cur = addr.0;
         let end = addr.0 + size as u64;
         while cur < end {
@@ -631,6 +692,7 @@ impl VirtualMemory for TestBackend {
 
     unsafe fn unmap(&self, addr: DeviceAddr, size: usize) -> Result<(), BackendError> {
         let mut st = self.state();
+        st.faults.enter(Call::Unmap)?;
         st.check_idle(addr.0, addr.0 + size as u64, "unmap");
         let Some((ms, chunk)) = st.mappings.remove(&addr.0) else {
             panic!("test backend: unmap of {addr}, where nothing is mapped");

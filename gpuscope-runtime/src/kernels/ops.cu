@@ -22,29 +22,46 @@ __device__ __forceinline__ $T gs_apply_$S(int op, $T x, $T y) {
 
 // out = a op b with a broadcast plan of 4 merged dimensions (d0 outermost) and the
 // operands' element strides along them (views are read through their own strides;
-// `out` is contiguous). `out` may be `a` (in place, a contiguous).
+// `out` is contiguous). `out` may be `a` (in place, a contiguous). Op 4 (`expand`)
+// never reads `a`: it may be the uninitialised output itself. A plan of one dimension
+// (same shapes, or a scalar operand) skips the index arithmetic.
 extern "C" __global__ void binary_$S(int op, unsigned long long n, $T* out, const $T* a, const $T* b,
         long long d1, long long d2, long long d3,
         long long sa0, long long sa1, long long sa2, long long sa3,
         long long sb0, long long sb1, long long sb2, long long sb3) {
+    bool flat = (unsigned long long)d3 == n;
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x) {
-        long long r = (long long)i;
-        long long i3 = r % d3; r /= d3;
-        long long i2 = r % d2; r /= d2;
-        long long i1 = r % d1; r /= d1;
-        long long i0 = r;
-        long long oa = i0 * sa0 + i1 * sa1 + i2 * sa2 + i3 * sa3;
-        long long ob = i0 * sb0 + i1 * sb1 + i2 * sb2 + i3 * sb3;
-        out[i] = gs_apply_$S(op, a[oa], b[ob]);
+        long long oa, ob;
+        if (flat) {
+            oa = (long long)i * sa3;
+            ob = (long long)i * sb3;
+        } else {
+            long long r = (long long)i;
+            long long i3 = r % d3; r /= d3;
+            long long i2 = r % d2; r /= d2;
+            long long i1 = r % d1; r /= d1;
+            long long i0 = r;
+            oa = i0 * sa0 + i1 * sa1 + i2 * sa2 + i3 * sa3;
+            ob = i0 * sb0 + i1 * sb1 + i2 * sb2 + i3 * sb3;
+        }
+        if (op == 4) {
+            out[i] = b[ob];
+        } else {
+            out[i] = gs_apply_$S(op, a[oa], b[ob]);
+        }
     }
 }
 
-// out = a op s (op 0: add, 2: mul, 4: fill with s). `out` may be `a`.
+// out = a op s (op 0: add, 2: mul, 4: fill with s, never reading `a`). `out` may be `a`.
 extern "C" __global__ void scalar_$S(int op, unsigned long long n, $T* out, const $T* a, $T s) {
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x) {
-        out[i] = op == 4 ? s : gs_apply_$S(op, a[i], s);
+        if (op == 4) {
+            out[i] = s;
+        } else {
+            out[i] = gs_apply_$S(op, a[i], s);
+        }
     }
 }
 
@@ -60,7 +77,7 @@ __device__ __forceinline__ $T gs_gelu_inner_$S($T x) {
     return ($T)0.7978845608028654 * (x + ($T)0.044715 * x * x * x);
 }
 
-// out = op(a): 0 neg, 1 relu, 2 gelu (tanh), 3 exp, 4 log, 5 sqrt
+// out = op(a): 0 neg, 1 relu, 2 gelu (tanh), 3 exp, 4 log, 5 sqrt, 6 gelu (erf)
 extern "C" __global__ void unary_$S(int op, unsigned long long n, $T* out, const $T* a) {
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x) {
@@ -72,13 +89,15 @@ extern "C" __global__ void unary_$S(int op, unsigned long long n, $T* out, const
             case 2: y = ($T)0.5 * x * (($T)1 + gs_tanh_$S(gs_gelu_inner_$S(x))); break;
             case 3: y = gs_exp_$S(x); break;
             case 4: y = gs_log_$S(x); break;
+            case 6: y = ($T)0.5 * x * (($T)1 + gs_erf_$S(x * ($T)0.70710678118654752440)); break;
             default: y = gs_sqrt_$S(x); break;
         }
         out[i] = y;
     }
 }
 
-// out = g * op'(x), x being the operation's input: 0 neg, 1 relu, 2 gelu, 3 exp, 4 log, 5 sqrt
+// out = g * op'(x), x being the operation's input: 0 neg, 1 relu, 2 gelu, 3 exp, 4 log, 5 sqrt,
+// 6 gelu (erf)
 extern "C" __global__ void unary_backward_$S(int op, unsigned long long n, $T* out, const $T* g, const $T* xs) {
     for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x; i < n;
          i += (unsigned long long)gridDim.x * blockDim.x) {
@@ -95,6 +114,11 @@ extern "C" __global__ void unary_backward_$S(int op, unsigned long long n, $T* o
             }
             case 3: d = gs_exp_$S(x); break;
             case 4: d = ($T)1 / x; break;
+            case 6: {
+                $T cdf = ($T)0.5 * (($T)1 + gs_erf_$S(x * ($T)0.70710678118654752440));
+                d = cdf + x * gs_exp_$S(($T)-0.5 * x * x) * ($T)0.39894228040143267794;
+                break;
+            }
             default: d = ($T)0.5 / gs_sqrt_$S(x); break;
         }
         out[i] = g[i] * d;

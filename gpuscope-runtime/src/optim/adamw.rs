@@ -4,7 +4,8 @@ use std::panic::Location;
 
 use crate::grad::GradModeGuard;
 use crate::scope::keep;
-use crate::tensor::ops::{AdamWStep, adamw_, full_like};
+use crate::tensor::compute::full_like;
+use crate::tensor::compute::optim::{AdamWStep, adamw_all_};
 use crate::tensor::{Tensor, TensorError};
 
 use super::Optimizer;
@@ -17,8 +18,10 @@ use super::Optimizer;
 /// p = p - lr/(1-β1ᵗ) · m / (√v/√(1-β2ᵗ) + eps)
 /// ```
 ///
-/// One fused kernel per parameter; the moments `m` and `v` are allocated at the first
-/// step (zeros) and updated in place afterwards.
+/// Fused: on CUDA one kernel updates up to 24 parameters (their moments and
+/// gradients) at a time, so a step over a transformer's parameters is a few launches
+/// (one per parameter on the host, or for a parameter that is a view); the moments `m`
+/// and `v` are allocated at the first step (zeros) and updated in place afterwards.
 ///
 /// ```
 /// use gpuscope_runtime::{Device, Tensor, optim::{AdamW, Optimizer}};
@@ -103,6 +106,7 @@ impl Optimizer for AdamW {
             bias1: 1.0 - b1.powi(t),
             bias2: 1.0 - b2.powi(t),
         };
+        let mut grads = Vec::with_capacity(self.params.len());
         for (p, state) in self.params.iter().zip(self.moments.iter_mut()) {
             let Some(g) = p.grad() else { continue };
             if state.is_none() {
@@ -112,11 +116,13 @@ impl Optimizer for AdamW {
                 keep(&v);
                 *state = Some((m, v));
             }
-            if let Some((m, v)) = state {
-                adamw_(p, &g, m, v, h)?;
-            }
+            grads.push((p, g, state.as_ref()));
         }
-        Ok(())
+        let group: Vec<[&Tensor; 4]> = grads
+            .iter()
+            .filter_map(|(p, g, s)| s.map(|(m, v)| [*p, g, m, v]))
+            .collect();
+        adamw_all_(&group, h)
     }
 
     fn params(&self) -> &[Tensor] {

@@ -25,8 +25,8 @@ pub struct BatchFit {
 /// and the first that did not.
 ///
 /// A step that fails with the allocator's out-of-memory error
-/// (`TensorError::Alloc(AllocError::OutOfMemory(_))`, see
-/// [`TensorError::is_out_of_memory`]) counts as "does not fit"; any other error ends
+/// (`TensorError::OutOfMemory(_)` or `TensorError::Alloc(AllocError::OutOfMemory(_))`,
+/// see [`TensorError::is_out_of_memory`]) counts as "does not fit"; any other error ends
 /// the search and is returned. Everything a try allocated is freed when `step` returns
 /// (its tensors are dropped as the error unwinds through `?`), so a failed try leaves
 /// nothing behind; make `step` clear what it stores elsewhere (call `zero_grad()`).

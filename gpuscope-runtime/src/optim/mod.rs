@@ -3,7 +3,8 @@
 //! Where things live:
 //! - [`Optimizer`]: `step`, `zero_grad` (set-to-none), the parameters.
 //! - `sgd`: [`Sgd`], with momentum, dampening, Nesterov and weight decay (PyTorch's).
-//! - `adamw`: [`AdamW`], decoupled weight decay, one fused kernel per parameter.
+//! - `adamw`: [`AdamW`], decoupled weight decay; on CUDA one fused kernel updates up to
+//!   24 parameters (and their moments) at a time.
 //! - `fit`: [`fit_batch_size`], the largest batch whose step fits in device memory (or
 //!   under the allocator's cap), found by catching the allocator's out-of-memory error.
 //!

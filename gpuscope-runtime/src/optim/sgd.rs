@@ -4,7 +4,7 @@ use std::panic::Location;
 
 use crate::grad::GradModeGuard;
 use crate::scope::keep;
-use crate::tensor::ops::copy_at;
+use crate::tensor::compute::copy_at;
 use crate::tensor::{Tensor, TensorError};
 
 use super::Optimizer;

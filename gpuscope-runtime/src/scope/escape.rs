@@ -158,35 +158,6 @@ macro_rules! tuples {
 }
 tuples!((0 A), (0 A, 1 B), (0 A, 1 B, 2 C), (0 A, 1 B, 2 C, 3 D), (0 A, 1 B, 2 C, 3 D, 4 E), (0 A, 1 B, 2 C, 3 D, 4 E, 5 F));
 
-/// Autoref dispatch used by `#[gpu_scope]`: a returned value whose type implements
-/// [`ScopeValue`] has its tensors escaped; any other type is ignored (it cannot hold a
-/// tracked tensor the scope could find). Not for direct use.
-#[doc(hidden)]
-pub mod dispatch {
-    use super::ScopeValue;
-    use crate::scope::ScopeGuard;
-
-    pub struct Escapee<'a, T: ?Sized>(pub &'a T);
-
-    pub trait EscapeScopeValue {
-        fn __gpuscope_escape(&self, guard: &ScopeGuard);
-    }
-    impl<T: ScopeValue + ?Sized> EscapeScopeValue for Escapee<'_, T> {
-        #[inline]
-        fn __gpuscope_escape(&self, guard: &ScopeGuard) {
-            guard.escape(self.0)
-        }
-    }
-
-    pub trait EscapeOther {
-        fn __gpuscope_escape(&self, guard: &ScopeGuard);
-    }
-    impl<T: ?Sized> EscapeOther for &Escapee<'_, T> {
-        #[inline]
-        fn __gpuscope_escape(&self, _: &ScopeGuard) {}
-    }
-}
-
 /// Adopts `tensor` into the parent of the current scope on purpose (e.g. a model's new
 /// parameter made inside a training step): it is not reported when the scope exits.
 /// Outside any scope it does nothing.

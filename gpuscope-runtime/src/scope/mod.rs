@@ -5,14 +5,17 @@
 //! Where things live:
 //! - [`policy`]: whether tracking is on ([`tracking`], `GPUSCOPE_TRACK`) and the default
 //!   [`LeakPolicy`] (`GPUSCOPE_LEAKS`).
-//! - [`record`]: [`TrackRecord`], what is remembered per tensor storage (a copy).
+//! - [`record`]: who owns a tracked storage, and record ids; [`TrackRecord`] itself
+//!   (a copy of what is remembered per storage) is the [record layer](crate::record)'s.
 //! - `slot`: where the live records are: lock-free slots in chunks that are never
 //!   freed, one writer each, read by [`report_live`] through a sequence lock.
 //! - `stack`: the per-thread scope stack, [`ScopeGuard`] and [`ScopeOptions`]; a
 //!   scope's exit fences the streams its tensors used.
 //! - [`escape`]: [`ScopeValue`] (escape by return) and [`keep`].
-//! - [`report`]: [`LeakReport`], the `tracing` events (target `gpuscope::leak`), and
-//!   [`LiveTensor`] for [`report_live`].
+//! - [`report`]: where a [`LeakReport`] goes: the `tracing` events (target
+//!   `gpuscope::leak`) when a subscriber is set, else stderr; `stderr`: the rustc-like
+//!   text, with the source line, repeats from one site folded; `exit`: the summary of
+//!   tracked tensors still alive at process exit ([`live_summary`]).
 //! - `future`: [`scoped`], scopes over `async` code.
 //!
 //! ## Escape rules
@@ -25,21 +28,26 @@
 //!    then belongs to the parent, so [`report_live`] still lists it.
 
 pub mod escape;
-mod future;
+mod exit;
+pub(crate) mod future;
 pub mod policy;
 pub mod record;
 pub mod report;
 mod slot;
 mod stack;
+mod stderr;
 
 pub use escape::{ScopeValue, keep};
+pub use exit::live_summary;
 pub use future::{Scoped, scoped};
-pub use policy::{LeakPolicy, leak_policy, set_leak_policy, set_tracking, tracking};
+pub use policy::{
+    LeakPolicy, leak_policy, leak_policy_is_explicit, set_leak_policy, set_tracking, tracking,
+};
 pub use record::TrackRecord;
 pub use report::{LeakReport, LiveTensor, ScopeSite};
 pub use stack::{ScopeGuard, ScopeOptions, current_scope, scope_depth};
 
-pub(crate) use slot::{SlotRef, intern_label};
+pub(crate) use slot::SlotRef;
 pub(crate) use stack::{note_stream, note_untracked, track};
 
 /// Every tracked tensor alive now, on every thread (in creation order on each thread;
@@ -64,6 +72,16 @@ pub fn report_live() -> Vec<LiveTensor> {
             record,
         })
         .collect()
+}
+
+/// Every live tracking record (what [`report_live`] lists, without the scope names).
+pub(crate) fn live_records() -> Vec<TrackRecord> {
+    slot::live_records()
+}
+
+/// The live tracking records of the device numbered `device_id`, in no order.
+pub(crate) fn live_records_on(device_id: u32) -> Vec<TrackRecord> {
+    slot::live_records_where(|s| s.device_id() == device_id)
 }
 
 /// Logs [`report_live`] through `tracing` (target `gpuscope::leak`, one event per

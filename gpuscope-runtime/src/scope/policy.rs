@@ -6,11 +6,17 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 /// What a scope does when a tensor made inside it is still alive at exit and was
 /// neither returned nor kept.
+///
+/// Where reports go: to the `tracing` subscriber when one is set (target
+/// `gpuscope::leak`); without one, to stderr in a compact rustc-like form (repeats from
+/// one site folded), in debug builds, or in any build where the policy was asked for
+/// (`GPUSCOPE_LEAKS`, [`set_leak_policy`], an attribute's `leaks = ...`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LeakPolicy {
     /// Say nothing.
     Allow,
-    /// Report through `tracing` (target `gpuscope::leak`, level WARN).
+    /// Report through `tracing` (target `gpuscope::leak`, level WARN), or to stderr when
+    /// no subscriber is set.
     Warn,
     /// Report, then panic at scope exit (for tests), naming each leaked tensor's site.
     Deny,
@@ -63,6 +69,12 @@ fn env_policy() -> LeakPolicy {
     })
 }
 
+/// Whether the default leak policy was asked for: by `GPUSCOPE_LEAKS` or
+/// [`set_leak_policy`] (then leaks are reported to stderr even in release builds).
+pub fn leak_policy_is_explicit() -> bool {
+    POLICY.load(Ordering::Relaxed) != UNSET || std::env::var_os(LEAKS_VAR).is_some()
+}
+
 /// The default leak policy of scopes that set none: [`set_leak_policy`] if called,
 /// else `GPUSCOPE_LEAKS` (`warn`, `deny`, `allow`/`off`), else `warn`.
 pub fn leak_policy() -> LeakPolicy {
@@ -85,7 +97,9 @@ pub fn set_leak_policy(policy: LeakPolicy) {
 }
 
 /// Whether tensors record their creation site and scope. On by default in debug builds,
-/// off in release builds; `GPUSCOPE_TRACK=1`/`0` or [`set_tracking`] decide otherwise.
+/// off in release builds; `GPUSCOPE_TRACK=1`/`0` or [`set_tracking`] decide otherwise,
+/// and so does `GPUSCOPE_LEAKS=warn`/`deny` where `GPUSCOPE_TRACK` is not set (asking
+/// for leak reports turns tracking on in a release build).
 /// With tracking off, creating a tensor costs one relaxed atomic load more and scopes
 /// only keep their `sync` promise.
 #[inline]
@@ -102,7 +116,13 @@ fn init_tracking() -> bool {
     let on = match std::env::var(TRACK_VAR).as_deref() {
         Ok("1") | Ok("true") | Ok("on") => true,
         Ok("0") | Ok("false") | Ok("off") => false,
-        _ => cfg!(debug_assertions),
+        _ => {
+            cfg!(debug_assertions)
+                || matches!(
+                    std::env::var(LEAKS_VAR).map(|v| v.parse::<LeakPolicy>()),
+                    Ok(Ok(LeakPolicy::Warn | LeakPolicy::Deny))
+                )
+        }
     };
     let _ = TRACKING.compare_exchange(UNSET, on as u8, Ordering::Relaxed, Ordering::Relaxed);
     TRACKING.load(Ordering::Relaxed) == 1

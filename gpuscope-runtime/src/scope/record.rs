@@ -1,15 +1,11 @@
-//! What gpuscope remembers about each tracked tensor: where it was made, how big it is,
-//! and which scope holds it. [`TrackRecord`] is a copy of it taken at one moment (the
-//! live record is a slot that is reused once the tensor is gone; see `slot`).
+//! The scopes' side of a tracking record: who owns a tracked storage ([`TrackState`])
+//! and the record ids. The record itself, as data, is
+//! [`TrackRecord`](crate::record::TrackRecord) (re-exported here); the live record is a
+//! slot that is reused once the tensor is gone (see `slot`).
 
-use std::panic::Location;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use smallvec::SmallVec;
-
-use crate::tensor::DType;
-
-use super::report::ScopeSite;
+pub use crate::record::TrackRecord;
 
 /// Ownership state of a tracked tensor's storage.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,66 +52,4 @@ pub(crate) fn next_id() -> u64 {
         c.set((next + 1, end));
         next
     })
-}
-
-/// A tracked tensor storage, as it was when this copy was taken: from
-/// [`Tensor::track_record`](crate::Tensor::track_record), a [`LeakReport`](super::LeakReport)
-/// or [`report_live`](super::report_live).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TrackRecord {
-    pub(crate) id: u64,
-    pub(crate) site: &'static Location<'static>,
-    pub(crate) bytes: usize,
-    pub(crate) dtype: DType,
-    pub(crate) shape: SmallVec<[usize; 4]>,
-    pub(crate) device: &'static str,
-    pub(crate) owner: Option<ScopeSite>,
-    pub(crate) leaked_from: Option<ScopeSite>,
-}
-
-impl TrackRecord {
-    /// A number unique to this storage in the process (increasing on each thread).
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// Where the tensor was created (file, line, column).
-    pub fn site(&self) -> &'static Location<'static> {
-        self.site
-    }
-
-    /// Bytes of its storage.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
-    /// Element type.
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-
-    /// Shape when created.
-    pub fn shape(&self) -> &[usize] {
-        &self.shape
-    }
-
-    /// The device, as [`Device::description`](crate::Device::description) names it.
-    pub fn device(&self) -> &'static str {
-        self.device
-    }
-
-    /// The open scope that holds it (`None`: outside every scope).
-    pub fn owner(&self) -> Option<ScopeSite> {
-        self.owner
-    }
-
-    /// The scope that reported it leaked, as "`name` at file:line:column".
-    pub fn leaked_from(&self) -> Option<String> {
-        self.leaked_from.map(|s| s.to_string())
-    }
-
-    /// The scope that reported it leaked.
-    pub fn leaked_scope(&self) -> Option<ScopeSite> {
-        self.leaked_from
-    }
 }

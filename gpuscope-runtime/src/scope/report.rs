@@ -1,91 +1,42 @@
 //! Leak reports: what got away from a scope, and where it was made.
 //!
-//! Each leaked tensor is one `tracing` event at WARN level with target
-//! `gpuscope::leak` and the fields `site` (file:line:column that created it), `bytes`,
-//! `dtype`, `shape`, `device`, `scope` (the scope's name) and `scope_site`; then one
-//! summary event per scope with `scope`, `scope_site`, `leaked` (count) and `bytes`.
-
-use std::fmt::{self, Write as _};
+//! With a `tracing` subscriber set (globally or for the thread), each leaked tensor is
+//! one event at WARN level with target `gpuscope::leak` and the fields `site`
+//! (file:line:column that created it), `bytes`, `dtype`, `shape`, `device`, `scope`
+//! (the scope's name) and `scope_site`; then one summary event per scope with `scope`,
+//! `scope_site`, `leaked` (count) and `bytes`.
+//!
+//! Without one, the report goes to stderr (`stderr`: rustc-like, repeats folded) in
+//! debug builds, and in release builds where the leak policy was asked for
+//! (`GPUSCOPE_LEAKS`, `set_leak_policy`, the attribute's `leaks = ...`). A `deny`
+//! scope's panic message carries the same sites, so it is not printed twice.
 
 use crate::format_bytes;
+use crate::record::leak::describe;
 
-use super::record::TrackRecord;
+pub use crate::record::{LeakReport, LiveTensor, ScopeSite};
 
-/// Where a scope is: its name and the function's site.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct ScopeSite {
-    /// The scope's name.
-    pub name: &'static str,
-    /// Source file.
-    pub file: &'static str,
-    /// Line.
-    pub line: u32,
-    /// Column.
-    pub column: u32,
+/// Whether a `tracing` subscriber would receive events on this thread (a global one, or
+/// one set for the thread with `with_default`).
+pub(crate) fn has_subscriber() -> bool {
+    tracing::dispatcher::get_default(|d| !d.is::<tracing::subscriber::NoSubscriber>())
 }
 
-impl fmt::Display for ScopeSite {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "`{}` at {}:{}:{}",
-            self.name, self.file, self.line, self.column
-        )
-    }
+/// Whether reports go to stderr when there is no subscriber: in debug builds, or when
+/// the policy was asked for (`asked`: by the scope's attribute; or by the environment or
+/// `set_leak_policy`).
+pub(crate) fn stderr_enabled(asked: bool) -> bool {
+    cfg!(debug_assertions) || asked || super::policy::leak_policy_is_explicit()
 }
 
-/// The tensors one scope leaked.
-#[derive(Debug, Clone)]
-pub struct LeakReport {
-    /// The scope.
-    pub scope: ScopeSite,
-    /// The leaked tensors' records, in creation order.
-    pub leaked: Vec<TrackRecord>,
-}
-
-impl LeakReport {
-    pub(crate) fn new(scope: ScopeSite, leaked: Vec<TrackRecord>) -> LeakReport {
-        LeakReport { scope, leaked }
+/// Reports a scope's leaks: to the subscriber, else to stderr (unless `panics`: the
+/// `deny` panic that follows carries the same sites).
+pub(crate) fn report(report: &LeakReport, asked: bool, panics: bool) {
+    if has_subscriber() {
+        emit(report);
+    } else if !panics && stderr_enabled(asked) {
+        super::stderr::report(report);
     }
-
-    /// Whether nothing leaked.
-    pub fn is_empty(&self) -> bool {
-        self.leaked.is_empty()
-    }
-
-    /// Bytes of all leaked tensors.
-    pub fn bytes(&self) -> usize {
-        self.leaked.iter().map(|r| r.bytes()).sum()
-    }
-
-    pub(crate) fn panic_message(&self) -> String {
-        let mut s = format!(
-            "gpuscope: scope {} leaked {} tensor(s), {} (leak policy `deny`):",
-            self.scope,
-            self.leaked.len(),
-            format_bytes(self.bytes())
-        );
-        for r in &self.leaked {
-            let _ = write!(s, "\n  - {}", describe(r));
-        }
-        s.push_str("\n  help: return the tensor, drop it before the scope ends, or adopt it on purpose with `gpuscope::keep(&t)`");
-        s
-    }
-}
-
-/// `f32[64, 128] (32.00 KiB) on host:0 (host), created at src/main.rs:10:13`
-pub(crate) fn describe(r: &TrackRecord) -> String {
-    let site = r.site();
-    format!(
-        "{}{:?} ({}) on {}, created at {}:{}:{}",
-        r.dtype(),
-        r.shape(),
-        format_bytes(r.bytes()),
-        r.device(),
-        site.file(),
-        site.line(),
-        site.column()
-    )
 }
 
 /// Sends a report through `tracing`.
@@ -120,26 +71,4 @@ pub(crate) fn emit(report: &LeakReport) {
         report.leaked.len(),
         format_bytes(report.bytes())
     );
-}
-
-/// A live tracked tensor, as [`report_live`](super::report_live) lists it.
-#[derive(Debug, Clone)]
-pub struct LiveTensor {
-    /// Its record.
-    pub record: TrackRecord,
-    /// The scope that owns it now (`None`: outside every scope).
-    pub scope: Option<String>,
-}
-
-impl fmt::Display for LiveTensor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", describe(&self.record))?;
-        if let Some(s) = &self.scope {
-            write!(f, ", in scope {s}")?;
-        }
-        if let Some(s) = self.record.leaked_from() {
-            write!(f, ", leaked from scope {s}")?;
-        }
-        Ok(())
-    }
 }

@@ -21,10 +21,11 @@ use std::sync::atomic::{Ordering, fence};
 
 use smallvec::SmallVec;
 
-use crate::tensor::DType;
+use crate::dtype::DType;
+use crate::intern;
+use crate::record::{ScopeSite, TrackRecord};
 
-use super::record::{TrackRecord, TrackState};
-use super::report::ScopeSite;
+use super::record::TrackState;
 
 /// Dimensions stored in the slot itself; longer shapes are interned once and pointed to.
 const INLINE_DIMS: usize = 6;
@@ -122,6 +123,8 @@ pub(crate) struct NewRecord<'a> {
     pub dtype: DType,
     pub shape: &'a [usize],
     pub device: &'static str,
+    pub device_id: u32,
+    pub addr: u64,
     pub owner: Option<&'a ScopeSite>,
 }
 
@@ -135,7 +138,9 @@ pub(crate) struct Slot {
     state: AtomicU8,
     dtype: AtomicU8,
     ndim: AtomicU8,
+    device_id: AtomicU32,
     id: AtomicU64,
+    addr: AtomicU64,
     site: AtomicPtr<Location<'static>>,
     bytes: AtomicUsize,
     device: StrCell,
@@ -159,7 +164,9 @@ impl Slot {
             state: AtomicU8::new(0),
             dtype: AtomicU8::new(0),
             ndim: AtomicU8::new(0),
+            device_id: AtomicU32::new(0),
             id: AtomicU64::new(0),
+            addr: AtomicU64::new(0),
             site: AtomicPtr::new(std::ptr::null_mut()),
             bytes: AtomicUsize::new(0),
             device: StrCell::new(),
@@ -209,6 +216,8 @@ impl Slot {
             s.bytes.store(r.bytes, Ordering::Relaxed);
             s.dtype.store(r.dtype as u8, Ordering::Relaxed);
             s.device.set(r.device);
+            s.device_id.store(r.device_id, Ordering::Relaxed);
+            s.addr.store(r.addr, Ordering::Relaxed);
             let n = r.shape.len();
             s.ndim
                 .store(n.min(u8::MAX as usize) as u8, Ordering::Relaxed);
@@ -217,8 +226,10 @@ impl Slot {
                     cell.store(d, Ordering::Relaxed);
                 }
             } else {
-                s.long_dims
-                    .store(intern_shape(r.shape).as_ptr().cast_mut(), Ordering::Relaxed);
+                s.long_dims.store(
+                    intern::shape(r.shape).as_ptr().cast_mut(),
+                    Ordering::Relaxed,
+                );
             }
             s.owner.set(r.owner);
             s.leaked.set(None);
@@ -237,6 +248,13 @@ impl Slot {
     pub fn mark_leaked(&self, scope: &ScopeSite) {
         self.write(|s| s.leaked.set(Some(scope)));
         self.set_state(TrackState::Leaked);
+    }
+
+    /// The device the record names (a single load: a hint, checked again by the full
+    /// copy's sequence lock).
+    #[inline]
+    pub fn device_id(&self) -> u32 {
+        self.device_id.load(Ordering::Relaxed)
     }
 
     #[inline]
@@ -285,6 +303,8 @@ impl Slot {
                 dtype: dtype_from_u8(s.dtype.load(Ordering::Relaxed)),
                 shape,
                 device: s.device.get().unwrap_or("?"),
+                device_id: s.device_id.load(Ordering::Relaxed),
+                addr: s.addr.load(Ordering::Relaxed),
                 owner: s.owner.get(),
                 leaked_from: s.leaked.get(),
             }
@@ -294,31 +314,6 @@ impl Slot {
 
 fn dtype_from_u8(v: u8) -> DType {
     DType::ALL.get(v as usize).copied().unwrap_or(DType::U8)
-}
-
-/// Interns a shape longer than [`INLINE_DIMS`] (rare: each distinct one is kept for the
-/// life of the process).
-fn intern_shape(shape: &[usize]) -> &'static [usize] {
-    static SHAPES: Mutex<Vec<&'static [usize]>> = Mutex::new(Vec::new());
-    let mut all = super::stack::lock(&SHAPES);
-    if let Some(s) = all.iter().find(|s| **s == shape) {
-        return s;
-    }
-    let s: &'static [usize] = Box::leak(shape.to_vec().into_boxed_slice());
-    all.push(s);
-    s
-}
-
-/// Interns a device label (`cuda:0 (NVIDIA H100 80GB HBM3)`): one copy per distinct label.
-pub(crate) fn intern_label(label: String) -> &'static str {
-    static LABELS: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
-    let mut all = super::stack::lock(&LABELS);
-    if let Some(s) = all.iter().find(|s| **s == label) {
-        return s;
-    }
-    let s: &'static str = Box::leak(label.into_boxed_str());
-    all.push(s);
-    s
 }
 
 // ---------------------------------------------------------------------------------------
@@ -335,6 +330,8 @@ static ORPHANS: Mutex<Vec<SlotRef>> = Mutex::new(Vec::new());
 /// Fills `free` with slots: from the shared pool, else a new chunk.
 #[cold]
 pub(crate) fn refill(free: &mut Vec<SlotRef>) {
+    // The first tracked tensor of the process arms the exit summary.
+    super::exit::arm();
     {
         let mut orphans = super::stack::lock(&ORPHANS);
         if !orphans.is_empty() {
@@ -385,16 +382,23 @@ pub(crate) fn retire(free: Vec<SlotRef>, listed: impl Iterator<Item = SlotRef>) 
 /// Every live record, in creation order (ids are handed out in per-thread blocks, so
 /// this is creation order on each thread).
 pub(crate) fn live_records() -> Vec<TrackRecord> {
+    let mut out = live_records_where(|_| true);
+    out.sort_by_key(|r| r.id);
+    out
+}
+
+/// The live records whose slot passes `keep` (a quick look before the full copy), in
+/// no order.
+pub(crate) fn live_records_where(keep: impl Fn(&Slot) -> bool) -> Vec<TrackRecord> {
     let chunks: Vec<&'static [Slot]> = super::stack::lock(&CHUNKS).clone();
     let mut out = Vec::new();
     for chunk in chunks {
         for slot in chunk {
-            if slot.is_alive() {
+            if slot.is_alive() && keep(slot) {
                 out.push(slot.snapshot());
             }
         }
     }
-    out.sort_by_key(|r| r.id);
     out
 }
 
@@ -424,6 +428,8 @@ mod tests {
                 dtype: DType::BF16,
                 shape: &shape,
                 device: "host:0 (host)",
+                device_id: 1,
+                addr: 4096,
                 owner: Some(&scope),
             },
         );
@@ -453,6 +459,8 @@ mod tests {
                 dtype: DType::F32,
                 shape: &[1],
                 device: "host:0 (host)",
+                device_id: 1,
+                addr: 4096,
                 owner: None,
             },
         );
@@ -501,6 +509,8 @@ mod tests {
                     dtype: DType::F32,
                     shape: &[id as usize],
                     device: "host:0 (host)",
+                    device_id: 1,
+                    addr: id * 4,
                     owner: None,
                 },
             );

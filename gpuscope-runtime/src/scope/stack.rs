@@ -18,10 +18,11 @@ use smallvec::SmallVec;
 
 use crate::backend::StreamId;
 use crate::device::Device;
+use crate::dtype::DType;
 
 use super::policy::{LeakPolicy, leak_policy, tracking};
 use super::record::{TrackState, next_id};
-use super::report::{LeakReport, ScopeSite, emit};
+use super::report::{LeakReport, ScopeSite};
 use super::slot::{self, NewRecord, SlotRef};
 
 /// One open scope.
@@ -133,9 +134,10 @@ pub(crate) fn with_scopes<R>(f: impl FnOnce(&mut ThreadScopes) -> R) -> R {
 pub(crate) fn track(
     site: &'static std::panic::Location<'static>,
     bytes: usize,
-    dtype: crate::tensor::DType,
+    dtype: DType,
     shape: &[usize],
     device: &Device,
+    addr: u64,
     stream: StreamId,
 ) -> Option<SlotRef> {
     try_with_scopes(|st| {
@@ -152,6 +154,8 @@ pub(crate) fn track(
                 dtype,
                 shape,
                 device: device.label(),
+                device_id: device.id(),
+                addr,
                 owner,
             },
         );
@@ -215,6 +219,8 @@ pub(crate) fn push_frame(mut frame: Frame) {
 pub(crate) struct ClosedScope {
     report: LeakReport,
     policy: LeakPolicy,
+    /// Whether the scope set its own policy (`leaks = ...`).
+    asked: bool,
     streams: Streams,
     sync: bool,
 }
@@ -233,6 +239,7 @@ pub(crate) fn pop_frame() -> Option<ClosedScope> {
         if sync {
             SYNC_FRAMES.fetch_sub(1, Ordering::Relaxed);
         }
+        let asked = policy.is_some();
         let policy = policy.unwrap_or_else(leak_policy);
         let mut leaked = Vec::new();
         let parent_site = st.frames.last().map(|f| f.site);
@@ -275,6 +282,7 @@ pub(crate) fn pop_frame() -> Option<ClosedScope> {
         Some(ClosedScope {
             report: LeakReport::new(site, leaked),
             policy,
+            asked,
             streams,
             sync,
         })
@@ -432,6 +440,7 @@ impl Drop for ScopeGuard {
         let ClosedScope {
             report,
             policy,
+            asked,
             streams,
             sync,
         } = closed;
@@ -450,8 +459,9 @@ impl Drop for ScopeGuard {
         if report.is_empty() {
             return;
         }
-        emit(&report);
-        if policy == LeakPolicy::Deny && !std::thread::panicking() {
+        let panics = policy == LeakPolicy::Deny && !std::thread::panicking();
+        super::report::report(&report, asked, panics);
+        if panics {
             panic!("{}", report.panic_message());
         }
     }

@@ -14,8 +14,8 @@ use std::panic::Location;
 use crate::backend::StreamId;
 use crate::device::Device;
 
+use super::compute::{check_device_side, contiguous_raw, overlaps, strided_copy};
 use super::dtype::{Element, read_scalar};
-use super::ops::{check_device_side, contiguous_raw, overlaps, strided_copy};
 use super::{Tensor, TensorError};
 
 impl Tensor {

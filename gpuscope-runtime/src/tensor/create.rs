@@ -9,7 +9,7 @@ use crate::device::Device;
 use super::dtype::{DType, Element, write_scalar};
 use super::random::{Generator, with_default};
 use super::storage::Storage;
-use super::{Tensor, TensorError, check_len};
+use super::{Tensor, TensorError, TensorOom, check_len};
 
 impl Tensor {
     /// An uninitialised tensor on `stream` (its contents are whatever the cache held).
@@ -30,7 +30,12 @@ impl Tensor {
         stream: StreamId,
         site: &'static Location<'static>,
     ) -> Result<Tensor, TensorError> {
-        let storage = Storage::new(device, dtype, shape, stream, site)?;
+        let storage = Storage::new(device, dtype, shape, stream, site).map_err(|e| match e {
+            TensorError::Alloc(a) if a.as_out_of_memory().is_some() => {
+                TensorError::OutOfMemory(Box::new(TensorOom::new(a, device, dtype, shape, site)))
+            }
+            other => other,
+        })?;
         Ok(Tensor::from_storage(storage, shape.to_vec(), dtype))
     }
 

@@ -4,7 +4,7 @@
 //! A tensor is a strided view of its storage (as in PyTorch): a shape, strides in
 //! elements ([`Tensor::strides`]) and a storage offset ([`Tensor::storage_offset`]).
 //! Every tensor an operation or a constructor makes is contiguous (row-major);
-//! [views](ops) such as [`Tensor::transpose`], [`Tensor::permute`] or
+//! [views](crate::ops) such as [`Tensor::transpose`], [`Tensor::permute`] or
 //! [`Tensor::narrow`] share the storage under other strides and allocate nothing, and
 //! [`Tensor::contiguous`] makes a contiguous copy when one is needed. Views share the
 //! storage's version counter too ([`Tensor::version`]): an in-place write through any
@@ -31,25 +31,22 @@
 //!   (views are read and written in logical order).
 //! - `cuda_view`: cudarc's `DevicePtr`/`DevicePtrMut` for contiguous tensors on CUDA, so
 //!   your own kernels can take them.
-//! - [`kernels`] (in `src/kernels/`): the CUDA C kernels, compiled once by NVRTC and
-//!   loaded once per device, and the cuBLAS handles.
-//! - [`ops`]: arithmetic with broadcasting, in-place updates, activations, reductions,
-//!   softmax, losses, matmul, views (`transpose`/`t`, `transpose_dims`, `permute`,
-//!   `narrow`, `view`), `reshape` and `contiguous`, on the host and on CUDA, each
-//!   recording its backward step for [autograd](crate::autograd) when it should; every
-//!   one accepts non-contiguous views.
+//! - `autograd_meta`: the one thing the core knows of autograd, the node that made a
+//!   tensor behind a small trait (the node itself is [`crate::autograd`]'s).
+//! - `compute`: the kernels of every operation on the host and on CUDA (launching
+//!   [`crate::kernels`] and cuBLAS), recording nothing; the operations of
+//!   [`crate::ops`] (arithmetic, activations, reductions, losses, matmul, views, layer
+//!   norm, embedding, attention) call them and record their backward steps.
 
+mod autograd_meta;
+pub(crate) mod compute;
 mod copy;
 mod create;
 #[cfg(feature = "cuda")]
 mod cuda_view;
 pub mod dtype;
+mod oom;
 pub mod random;
-// The CUDA kernels' source and caches live in `src/kernels/` (next to `autograd/` and
-// `optim/`); they are reached as `tensor::kernels`.
-#[path = "../kernels/mod.rs"]
-pub mod kernels;
-pub mod ops;
 mod storage;
 
 use std::sync::{Arc, Mutex};
@@ -57,14 +54,16 @@ use std::sync::{Arc, Mutex};
 #[cfg(feature = "cuda")]
 pub use cuda_view::CudaView;
 pub use dtype::{DType, Element};
+pub use oom::{LiveSite, TensorOom};
 pub use random::{Generator, manual_seed};
 
 use crate::alloc::AllocError;
-use crate::autograd::Node;
 use crate::backend::{BackendError, DeviceAddr, StreamId};
 use crate::device::Device;
 use crate::scope::TrackRecord;
 use storage::Storage;
+
+pub(crate) use autograd_meta::GradFn;
 
 /// Errors of tensor operations.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +71,10 @@ pub enum TensorError {
     /// The allocator could not provide the memory.
     #[error(transparent)]
     Alloc(#[from] AllocError),
+    /// Out of memory while making a tensor: the allocator's report and the largest live
+    /// tensors by the line that made them.
+    #[error("{0}")]
+    OutOfMemory(Box<TensorOom>),
     /// A device call failed.
     #[error(transparent)]
     Backend(#[from] BackendError),
@@ -139,6 +142,7 @@ impl TensorError {
     pub fn is_out_of_memory(&self) -> bool {
         match self {
             TensorError::Alloc(AllocError::OutOfMemory(_)) => true,
+            TensorError::OutOfMemory(_) => true,
             TensorError::Alloc(AllocError::Backend(b)) | TensorError::Backend(b) => {
                 b.is_out_of_memory()
             }
@@ -176,7 +180,7 @@ struct Inner {
     requires_grad: std::sync::atomic::AtomicBool,
     grad: Mutex<Option<Tensor>>,
     /// The autograd node that made it (`None`: a leaf, or made while nothing recorded).
-    grad_fn: Option<Arc<Node>>,
+    grad_fn: Option<Arc<dyn GradFn>>,
 }
 
 /// A handle to a tensor that does not keep it alive (autograd's edge to a leaf).
@@ -220,7 +224,7 @@ impl Tensor {
         strides: Vec<usize>,
         offset: usize,
         dtype: DType,
-        grad_fn: Option<Arc<Node>>,
+        grad_fn: Option<Arc<dyn GradFn>>,
     ) -> Tensor {
         debug_assert_eq!(shape.len(), strides.len());
         let contiguous = is_contiguous_layout(&shape, &strides);
@@ -246,7 +250,7 @@ impl Tensor {
         shape: Vec<usize>,
         strides: Vec<usize>,
         offset: usize,
-        grad_fn: Option<Arc<Node>>,
+        grad_fn: Option<Arc<dyn GradFn>>,
     ) -> Tensor {
         Tensor::view_of(
             self.inner.storage.clone(),
@@ -260,19 +264,19 @@ impl Tensor {
 
     /// The same storage under another shape (same number of elements), made by `node`
     /// when it is given. Only for contiguous tensors (row-major order is kept).
-    pub(crate) fn view_with(&self, shape: Vec<usize>, grad_fn: Option<Arc<Node>>) -> Tensor {
+    pub(crate) fn view_with(&self, shape: Vec<usize>, grad_fn: Option<Arc<dyn GradFn>>) -> Tensor {
         debug_assert!(self.is_contiguous(), "view_with of a non-contiguous tensor");
         let strides = contiguous_strides(&shape);
         self.as_strided(shape, strides, self.inner.offset, grad_fn)
     }
 
     /// This tensor as the output of `node` (same storage and layout).
-    pub(crate) fn with_grad_fn(self, node: Arc<Node>) -> Tensor {
+    pub(crate) fn with_grad_fn(self, node: Arc<dyn GradFn>) -> Tensor {
         self.alias(Some(node))
     }
 
     /// Another handle to the same elements (same storage and layout), made by `grad_fn`.
-    pub(crate) fn alias(&self, grad_fn: Option<Arc<Node>>) -> Tensor {
+    pub(crate) fn alias(&self, grad_fn: Option<Arc<dyn GradFn>>) -> Tensor {
         self.as_strided(
             self.inner.shape.clone(),
             self.inner.strides.clone(),
@@ -282,7 +286,7 @@ impl Tensor {
     }
 
     /// The autograd node that made it.
-    pub(crate) fn grad_fn(&self) -> Option<&Arc<Node>> {
+    pub(crate) fn grad_fn(&self) -> Option<&Arc<dyn GradFn>> {
         self.inner.grad_fn.as_ref()
     }
 

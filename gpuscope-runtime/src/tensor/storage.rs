@@ -31,9 +31,9 @@ impl Storage {
         let numel: usize = shape.iter().product();
         // An empty tensor still gets a (minimum-size) block, so it has an address.
         let bytes = (numel * dtype.size()).max(1);
-        let buffer = device.alloc_on(bytes, stream)?;
+        let buffer = device.alloc_at(bytes, stream, site)?;
         let record = if scope::tracking() {
-            scope::track(site, bytes, dtype, shape, device, stream)
+            scope::track(site, bytes, dtype, shape, device, buffer.addr().0, stream)
         } else {
             scope::note_untracked(device, stream);
             None

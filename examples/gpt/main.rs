@@ -1,0 +1,520 @@
+//! Trains the GPT of `bench/torch_gpt.py` (the reference) on tokens from a known Markov
+//! chain, with the reference's model, data, flags and defaults, and prints the same JSON
+//! summary line, so the two compare line by line. What gpuscope adds, shown on it:
+//!
+//! - each training step runs in a `#[gpu_scope]` (`--leaks deny`: a tensor that
+//!   outlives the step fails the run, naming the line that made it);
+//! - `--checkpoint`: each block keeps only its input and runs again in `backward()`;
+//! - `--find-batch-size`: the largest batch whose step fits (under `--memory-limit-mib`);
+//! - `--timeline mem.svg`: the memory of a few steps, point by point, with parameters,
+//!   optimizer state, gradients, activations and the attention's tensors told apart by
+//!   the line that made them;
+//! - `--tracking-ab N`: what tracking costs a step, in paired rounds;
+//! - out of memory in a step: the report names the largest live tensors by the line
+//!   that made them, and nothing but the model and its optimizer state stays allocated.
+//!
+//! ```text
+//! cargo run --release --example gpt                                  # defaults, as the reference
+//! cargo run --release --example gpt -- --layers 12 --embd 768 --block 512 --batch 16
+//! python3 bench/torch_gpt.py --write-data tokens.bin && cargo run --release --example gpt -- --data tokens.bin
+//! cargo run --release --example gpt -- --checkpoint --timeline gpt-memory.svg
+//! cargo run --release --example gpt -- --device host --layers 2 --embd 64 --heads 4 --block 32 --vocab 64 --batch 8 --steps 200 --lr 3e-3
+//! ```
+
+mod cli;
+mod data;
+mod model;
+mod timeline;
+
+use std::panic::Location;
+use std::process::ExitCode;
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use clap::Parser;
+use gpuscope::backend::StreamId;
+use gpuscope::optim::{AdamW, Optimizer, fit_batch_size};
+use gpuscope::scope::{self, LeakPolicy};
+use gpuscope::{Device, Tensor, TensorError, format_bytes, gpu_scope};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use cli::{Args, DeviceChoice, Leaks, check_args};
+use data::{Batches, MarkovChain};
+use model::{Gpt, Probe};
+use timeline::{Classifier, Recorder};
+
+/// The reference's AdamW weight decay.
+const WEIGHT_DECAY: f64 = 0.1;
+
+/// Where `backward()` makes its tensors (the gradients), for the timeline.
+static BACKWARD_SITE: OnceLock<&'static Location<'static>> = OnceLock::new();
+
+fn note_backward_site(at: &'static Location<'static>) {
+    BACKWARD_SITE.get_or_init(|| at);
+}
+
+/// One optimisation step; returns the loss (not read here: reading it waits for the
+/// GPU). Everything else it makes dies inside, except the optimizer's state, which the
+/// optimizer keeps on purpose.
+#[gpu_scope]
+fn train_step(
+    model: &Gpt,
+    opt: &mut AdamW,
+    x: &Tensor,
+    y: &Tensor,
+    checkpointed: bool,
+    probe: Option<&Probe>,
+) -> Result<Tensor, TensorError> {
+    let loss = model.loss(x, y, checkpointed, probe)?;
+    let (done, at) = (loss.backward(), Location::caller());
+    note_backward_site(at);
+    done?;
+    if let Some(p) = probe {
+        p("backward done");
+    }
+    opt.step()?;
+    if let Some(p) = probe {
+        p("optimizer step");
+    }
+    opt.zero_grad();
+    Ok(loss.detach())
+}
+
+/// A batch's inputs `[batch, block]` and targets `[batch·block]` on `dev`.
+fn upload(
+    b: &mut Batches,
+    batch: usize,
+    block: usize,
+    dev: &Device,
+) -> Result<(Tensor, Tensor), TensorError> {
+    let (x, y) = b.next(batch);
+    Ok((
+        Tensor::from_vec(x, &[batch, block], dev)?,
+        Tensor::from_vec(y, &[batch * block], dev)?,
+    ))
+}
+
+fn sync(dev: &Device) -> Result<(), String> {
+    dev.backend()
+        .synchronize_stream(StreamId::DEFAULT)
+        .map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match run(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn open_device(choice: Option<DeviceChoice>) -> Result<Device, String> {
+    match choice {
+        Some(DeviceChoice::Host) => Device::host().map_err(|e| e.to_string()),
+        Some(DeviceChoice::Cuda) => Device::cuda(0).map_err(|e| e.to_string()),
+        None => Device::cuda(0)
+            .or_else(|_| Device::host())
+            .map_err(|e| e.to_string()),
+    }
+}
+
+fn run(args: &Args) -> Result<ExitCode, String> {
+    let cfg = check_args(args)?;
+    scope::set_tracking(!args.no_tracking);
+    scope::set_leak_policy(match args.leaks {
+        Leaks::Warn => LeakPolicy::Warn,
+        Leaks::Deny => LeakPolicy::Deny,
+        Leaks::Allow => LeakPolicy::Allow,
+    });
+    let dev = open_device(args.device)?;
+    eprintln!("device: {}", dev.description());
+    if let Some(mib) = args.memory_limit_mib {
+        dev.allocator().set_memory_limit(Some(mib << 20));
+        eprintln!("memory cap: {}", format_bytes(mib << 20));
+    }
+
+    let t0 = Instant::now();
+    let (tokens, floor, source) = match &args.data {
+        Some(path) => {
+            let tokens =
+                data::read_tokens(path, cfg.vocab, cfg.block).map_err(|e| e.to_string())?;
+            let floor = data::empirical_entropy(&tokens, cfg.vocab);
+            let source = format!(
+                "{} ({} tokens; entropy floor estimated from its transition counts)",
+                path.display(),
+                tokens.len()
+            );
+            (tokens, floor, source)
+        }
+        None => {
+            let chain = MarkovChain::new(cfg.vocab, args.seed);
+            let tokens = chain.sample(data::TOKENS, args.seed + 1);
+            data::check_tokens("the sampled chain", &tokens, cfg.vocab, cfg.block)
+                .map_err(|e| e.to_string())?;
+            let source = format!(
+                "{} tokens of a Markov chain over {} tokens (seed {})",
+                tokens.len(),
+                cfg.vocab,
+                args.seed
+            );
+            (tokens, chain.entropy, source)
+        }
+    };
+    if let Some(path) = &args.write_data {
+        data::write_tokens(path, &tokens).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    eprintln!(
+        "data: {source}, entropy floor {floor:.4} nats ({:.1} s)",
+        t0.elapsed().as_secs_f64()
+    );
+
+    let model = Gpt::new(cfg, &dev, args.seed).map_err(|e| e.to_string())?;
+    let mut opt = AdamW::new(model.params(), args.lr).weight_decay(WEIGHT_DECAY);
+    eprintln!(
+        "model: {} layers, {} heads, width {}, block {}, vocabulary {}: {} parameters ({}){}",
+        cfg.layers,
+        cfg.heads,
+        cfg.embd,
+        cfg.block,
+        cfg.vocab,
+        model.numel(),
+        format_bytes(model.numel() * 4),
+        if args.checkpoint {
+            ", checkpointed per block"
+        } else {
+            ""
+        }
+    );
+    let mut batches = Batches::new(&tokens, cfg.block, args.seed + 100);
+    let mut batch = args.batch;
+    if args.find_batch_size {
+        batch = find_batch_size(&model, &mut opt, &mut batches, &dev, args.checkpoint)?;
+    }
+
+    // The training loop, timed as the reference times it.
+    let bar = ProgressBar::new(args.steps as u64);
+    bar.set_style(
+        ProgressStyle::with_template("step {pos}/{len} [{bar:30}] {msg}")
+            .map_err(|e| e.to_string())?
+            .progress_chars("=> "),
+    );
+    dev.allocator().reset_peak_stats();
+    let (mut times, mut losses) = (Vec::new(), Vec::new());
+    let tokens_per_step = (batch * cfg.block) as f64;
+    for i in 0..args.steps {
+        let (x, y) = upload(&mut batches, batch, cfg.block, &dev).map_err(|e| e.to_string())?;
+        sync(&dev)?;
+        let t = Instant::now();
+        let step = train_step(&model, &mut opt, &x, &y, args.checkpoint, None);
+        let loss = match step {
+            Ok(loss) => loss,
+            Err(e) => {
+                bar.abandon();
+                drop((x, y));
+                return Err(after_failed_step(e, &model, &mut opt, &dev));
+            }
+        };
+        sync(&dev)?;
+        let took = t.elapsed().as_secs_f64();
+        if i >= args.warmup {
+            times.push(took);
+        }
+        if i % 10 == 0 || i == args.steps - 1 {
+            let l = loss.item().map_err(|e| e.to_string())?;
+            losses.push(l);
+            let st = dev.allocator().stats();
+            bar.set_message(format!(
+                "loss {l:.4} | {:.0}k tok/s | allocated {}, peak {}",
+                tokens_per_step / took / 1e3,
+                format_bytes(st.allocated_bytes.all.current.max(0) as usize),
+                format_bytes(st.allocated_bytes.all.peak.max(0) as usize),
+            ));
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let st = dev.allocator().stats();
+    let (peak_allocated, peak_reserved) = (
+        st.allocated_bytes.all.peak.max(0) as usize,
+        st.reserved_bytes.all.peak.max(0) as usize,
+    );
+    times.sort_by(f64::total_cmp);
+    let ms = 1e3 * median(&times);
+    let (first, last) = (losses[0], *losses.last().unwrap_or(&f64::NAN));
+    eprintln!(
+        "trained {} steps of {batch}×{}: {ms:.2} ms a step (median after {} warm-up steps), {:.0} tokens/s; loss {first:.4} → {last:.4} (floor {floor:.4}); peak allocated {}, peak reserved {} ({:.3}×)",
+        args.steps,
+        cfg.block,
+        args.warmup,
+        tokens_per_step / (ms / 1e3),
+        format_bytes(peak_allocated),
+        format_bytes(peak_reserved),
+        peak_reserved as f64 / peak_allocated.max(1) as f64
+    );
+    println!(
+        "{{\"impl\": \"gpuscope {} eager\", \"gpus\": 1, \"params\": {}, \"bf16\": false, \"sdpa\": {}, \"checkpoint\": {}, \"layers\": {}, \"heads\": {}, \"embd\": {}, \"block\": {}, \"vocab\": {}, \"batch_per_gpu\": {batch}, \"steps\": {}, \"ms_per_step\": {:.3}, \"tokens_per_s\": {:.0}, \"peak_allocated\": {peak_allocated}, \"peak_reserved\": {peak_reserved}, \"first_loss\": {:.4}, \"last_loss\": {:.4}, \"entropy_floor\": {floor:.4}, \"data\": \"{}\", \"device\": \"{}\"}}",
+        env!("CARGO_PKG_VERSION"),
+        model.numel(),
+        args.sdpa,
+        args.checkpoint,
+        cfg.layers,
+        cfg.heads,
+        cfg.embd,
+        cfg.block,
+        cfg.vocab,
+        args.steps,
+        ms,
+        tokens_per_step / (ms / 1e3),
+        first,
+        last,
+        json_escape(&match &args.data {
+            Some(p) => p.display().to_string(),
+            None => "chain".into(),
+        }),
+        json_escape(&dev.description()),
+    );
+
+    if args.tracking_ab > 0 {
+        tracking_ab(args, &model, &mut opt, &mut batches, batch, &dev)?;
+        scope::set_tracking(!args.no_tracking);
+    }
+    if let Some(path) = &args.timeline {
+        memory_timeline(args, path, &model, &mut opt, &mut batches, batch, &dev)?;
+    }
+    leak_report(args, &model, &opt)
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    match sorted.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+fn json_escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// After a step failed: its tensors are gone (dropped as the error went up); the
+/// gradients some parameters got are cleared. Says what is left allocated: the model and
+/// the optimizer's state, nothing else.
+fn after_failed_step(e: TensorError, model: &Gpt, opt: &mut AdamW, dev: &Device) -> String {
+    opt.zero_grad();
+    let params: usize = model.params().iter().map(Tensor::nbytes).sum();
+    let state: usize = opt
+        .moments()
+        .iter()
+        .flatten()
+        .map(|(m, v)| m.nbytes() + v.nbytes())
+        .sum();
+    let allocated = dev.allocator().stats().allocated_bytes.all.current.max(0) as usize;
+    let what = if e.is_out_of_memory() {
+        "out of memory in a training step"
+    } else {
+        "a training step failed"
+    };
+    format!(
+        "{what}: {e}\nafter the error: {} allocated = parameters {} + optimizer state {} + {} other{}",
+        format_bytes(allocated),
+        format_bytes(params),
+        format_bytes(state),
+        format_bytes(allocated.saturating_sub(params + state)),
+        if e.is_out_of_memory() {
+            "; lower --batch (or --block), use --checkpoint, or --find-batch-size"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The largest batch whose step fits, by trying sizes and catching the allocator's
+/// out-of-memory error. The optimizer's state is made first (one step at batch 1).
+fn find_batch_size(
+    model: &Gpt,
+    opt: &mut AdamW,
+    batches: &mut Batches,
+    dev: &Device,
+    checkpointed: bool,
+) -> Result<usize, String> {
+    let block = model.cfg.block;
+    let (x, y) = upload(batches, 1, block, dev).map_err(|e| e.to_string())?;
+    train_step(model, opt, &x, &y, checkpointed, None).map_err(|e| e.to_string())?;
+    drop((x, y));
+    let fit = fit_batch_size(1 << 16, |b| {
+        let r = (|| {
+            let (x, y) = upload(batches, b, block, dev)?;
+            model.loss(&x, &y, checkpointed, None)?.backward()?;
+            sync(dev).map_err(TensorError::Unsupported)
+        })();
+        opt.zero_grad(); // a failed try may have left gradients on some parameters
+        r
+    })
+    .map_err(|e| e.to_string())?;
+    let tried: Vec<String> = fit
+        .tries
+        .iter()
+        .map(|t| format!("{}{}", t.batch_size, if t.fit { "" } else { "✗" }))
+        .collect();
+    eprintln!("batch size search (✗: out of memory): {}", tried.join(" "));
+    eprintln!("largest batch that fits: {}", fit.batch_size);
+    Ok(fit.batch_size)
+}
+
+/// What tracking costs a step: paired rounds, each timing --ab-steps steps with tracking
+/// off and as many with it on, back to back, the order alternating.
+fn tracking_ab(
+    args: &Args,
+    model: &Gpt,
+    opt: &mut AdamW,
+    batches: &mut Batches,
+    batch: usize,
+    dev: &Device,
+) -> Result<(), String> {
+    let block = model.cfg.block;
+    let mut run = |on: bool, opt: &mut AdamW| -> Result<f64, String> {
+        scope::set_tracking(on);
+        sync(dev)?;
+        let t0 = Instant::now();
+        for _ in 0..args.ab_steps {
+            let (x, y) = upload(batches, batch, block, dev).map_err(|e| e.to_string())?;
+            train_step(model, opt, &x, &y, args.checkpoint, None).map_err(|e| e.to_string())?;
+        }
+        sync(dev)?;
+        Ok(t0.elapsed().as_secs_f64() / args.ab_steps.max(1) as f64)
+    };
+    run(true, opt)?;
+    run(false, opt)?;
+    let (mut on, mut off, mut share) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..args.tracking_ab {
+        let (a, b) = if round % 2 == 0 {
+            let a = run(true, opt)?;
+            (a, run(false, opt)?)
+        } else {
+            let b = run(false, opt)?;
+            (run(true, opt)?, b)
+        };
+        on.push(a);
+        off.push(b);
+        share.push((a - b) / b);
+    }
+    let q = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let at = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+        (at(0.25), at(0.5), at(0.75))
+    };
+    let ((_, on_m, _), (_, off_m, _), (s1, sm, s3)) = (q(on), q(off), q(share));
+    println!(
+        "tracking A/B ({} paired rounds of {} steps, batch {batch}): tracking on {:.3} ms a step, off {:.3} ms (medians); tracking's share of the step: {:+.2}% (median of the rounds' differences; quartiles {:+.2}%, {:+.2}%)",
+        args.tracking_ab,
+        args.ab_steps,
+        1e3 * on_m,
+        1e3 * off_m,
+        100.0 * sm,
+        100.0 * s1,
+        100.0 * s3
+    );
+    Ok(())
+}
+
+/// Runs --timeline-steps steps sampling memory at each point, prints the points and
+/// writes the SVG.
+fn memory_timeline(
+    args: &Args,
+    path: &std::path::Path,
+    model: &Gpt,
+    opt: &mut AdamW,
+    batches: &mut Batches,
+    batch: usize,
+    dev: &Device,
+) -> Result<(), String> {
+    scope::set_tracking(true);
+    let params = model.params();
+    let classifier = Classifier {
+        params: timeline::ids(&params),
+        param_tensors: params.clone(),
+        moments: Default::default(),
+        backward_site: None,
+        attention_site: None,
+    };
+    let recorder = Recorder::new(dev, classifier);
+    for s in 0..args.timeline_steps.max(1) {
+        {
+            let mut c = recorder
+                .classifier
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            c.moments = timeline::ids(opt.moments().iter().flatten().flat_map(|(m, v)| [m, v]));
+            c.backward_site = BACKWARD_SITE.get().map(|l| (l.file(), l.line()));
+            c.attention_site = model::ATTENTION_SITE.get().map(|l| (l.file(), l.line()));
+        }
+        let (x, y) = upload(batches, batch, model.cfg.block, dev).map_err(|e| e.to_string())?;
+        recorder.sample(&format!("step {s}: start"));
+        let r = recorder.clone();
+        let probe: Probe = Arc::new(move |label: &str| r.sample(label));
+        train_step(model, opt, &x, &y, args.checkpoint, Some(&probe)).map_err(|e| e.to_string())?;
+    }
+    recorder.sample("after the last step");
+    let samples = recorder
+        .samples
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    println!(
+        "memory timeline ({} points):\n{}",
+        samples.len(),
+        timeline::table(&samples)
+    );
+    let title = format!(
+        "GPT memory, {} steps{}, {}",
+        args.timeline_steps.max(1),
+        if args.checkpoint {
+            " (checkpointed)"
+        } else {
+            ""
+        },
+        dev.description()
+    );
+    timeline::write_svg(path, &samples, &title).map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("memory timeline: {}", path.display());
+    scope::set_tracking(!args.no_tracking);
+    Ok(())
+}
+
+/// Live tracked tensors that are neither parameters nor optimizer state: leaks
+/// (`--leaks deny`: the run fails).
+fn leak_report(args: &Args, model: &Gpt, opt: &AdamW) -> Result<ExitCode, String> {
+    let mut owned = timeline::ids(&model.params());
+    owned.extend(timeline::ids(
+        opt.moments().iter().flatten().flat_map(|(m, v)| [m, v]),
+    ));
+    let live = gpuscope::report_live();
+    let extra: Vec<_> = live
+        .iter()
+        .filter(|l| !owned.contains(&l.record.id()))
+        .collect();
+    eprintln!(
+        "leak report: {} live tracked tensor(s): {} parameter(s) and optimizer state, {} other",
+        live.len(),
+        live.len() - extra.len(),
+        extra.len()
+    );
+    for l in &extra {
+        eprintln!("  - {l}");
+    }
+    if matches!(args.leaks, Leaks::Deny) && !extra.is_empty() {
+        eprintln!("error: {} tensor(s) leaked (--leaks deny)", extra.len());
+        return Ok(ExitCode::FAILURE);
+    }
+    Ok(ExitCode::SUCCESS)
+}

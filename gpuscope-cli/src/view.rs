@@ -1,0 +1,94 @@
+//! `gpuscope view INPUT -o memory.html`: one self-contained HTML page (inline script and
+//! style, nothing fetched) that shows a memory snapshot and its history: allocated
+//! memory over time stacked by creating site, reserved memory, the segment map, the
+//! live allocations with leaked tensors highlighted. INPUT is a gpuscope snapshot
+//! (JSON), an allocation trace (CSV) or a PyTorch snapshot (pickle); see `view_input`.
+//! The page itself is `gpuscope_runtime::memory::viewer`'s.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use gpuscope_runtime::format_bytes;
+use gpuscope_runtime::memory::viewer;
+
+use crate::view_input::{DEFAULT_MAX_INPUT_MIB, InputKind, LoadOptions, ViewError, load};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// A gpuscope snapshot (JSON, from gpuscope::memory::write_json), an allocation
+    /// trace (CSV: op,id,size,stream) or a PyTorch snapshot (pickle, from
+    /// torch.cuda.memory._dump_snapshot).
+    input: PathBuf,
+    /// Where to write the page.
+    #[arg(short, long, default_value = "memory.html")]
+    output: PathBuf,
+    /// The page's title (default: the input's file name).
+    #[arg(long)]
+    title: Option<String>,
+    /// Sites that get a band of their own in the chart; the others share one.
+    #[arg(long, default_value_t = viewer::TOP_SITES)]
+    top: usize,
+    /// For a PyTorch snapshot of several GPUs: the device to show (default: the one with
+    /// the most segments and events).
+    #[arg(long)]
+    device: Option<u64>,
+    /// The input's kind, when its first bytes do not tell.
+    #[arg(long, value_enum)]
+    format: Option<InputKind>,
+    /// Largest input read, in MiB.
+    #[arg(long, default_value_t = DEFAULT_MAX_INPUT_MIB)]
+    max_input_mib: u64,
+}
+
+pub fn run(args: Args) -> Result<ExitCode, String> {
+    let start = Instant::now();
+    let loaded = load(
+        &args.input,
+        &LoadOptions {
+            kind: args.format,
+            max_input_mib: args.max_input_mib,
+            device: args.device,
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    for note in &loaded.notes {
+        eprintln!("note: {}: {note}", args.input.display());
+    }
+    let title = args.title.unwrap_or_else(|| {
+        format!(
+            "gpuscope memory: {}",
+            args.input.file_name().map_or_else(
+                || args.input.display().to_string(),
+                |n| n.to_string_lossy().into_owned()
+            )
+        )
+    });
+    let html = viewer::render_with(&loaded.snapshot, &title, args.top.max(1));
+    std::fs::write(&args.output, &html).map_err(|source| {
+        ViewError::Io {
+            file: args.output.display().to_string(),
+            source,
+        }
+        .to_string()
+    })?;
+    let snap = &loaded.snapshot;
+    let events = snap.history.as_ref().map_or(0, |h| h.events.len());
+    let kind = match loaded.kind {
+        InputKind::Gpuscope => "gpuscope snapshot",
+        InputKind::Trace => "allocation trace",
+        InputKind::Pytorch => "PyTorch snapshot",
+    };
+    println!(
+        "{} ({kind}): {} events, {} segments, {} blocks ({} reserved) -> {} ({}, {:.2} s)",
+        args.input.display(),
+        events,
+        snap.segments.len(),
+        snap.blocks().count(),
+        format_bytes(snap.reserved as usize),
+        args.output.display(),
+        format_bytes(html.len()),
+        start.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,335 @@
+//! What `gpuscope view` (and `gpuscope replay`, for pickles) read: a gpuscope snapshot
+//! (JSON), an allocation trace (CSV `op,id,size,stream`) or a PyTorch snapshot
+//! (pickle), told apart by their first bytes, each turned into a [`MemorySnapshot`].
+//! Every error names the file and what is wrong; a file larger than the limit is
+//! refused before it is read.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use gpuscope_runtime::Device;
+use gpuscope_runtime::alloc::AllocConfig;
+use gpuscope_runtime::backend::StreamId;
+use gpuscope_runtime::backend::test::TestBackend;
+use gpuscope_runtime::format_bytes;
+use gpuscope_runtime::memory::{self, MemorySnapshot};
+use gpuscope_runtime::trace::{Trace, TraceError, TraceOp};
+
+use crate::view_pytorch::{self, PytorchSnapshot};
+
+/// Files larger than this many MiB are refused unless the limit is raised.
+pub const DEFAULT_MAX_INPUT_MIB: u64 = 512;
+/// The environment variable that raises (or lowers) the limit for `gpuscope replay`.
+pub const MAX_INPUT_VAR: &str = "GPUSCOPE_MAX_INPUT_MIB";
+
+/// Why an input could not be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum ViewError {
+    /// The input is not something `gpuscope view` reads, or is malformed.
+    #[error("{file}: {message}")]
+    Input {
+        /// The file.
+        file: String,
+        /// What is wrong, and what to do.
+        message: String,
+    },
+    /// A file could not be read or written.
+    #[error("{file}: {source}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// What kind of file an input is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum InputKind {
+    /// A gpuscope snapshot (JSON, `gpuscope_runtime::memory::write_json`).
+    Gpuscope,
+    /// An allocation trace (CSV `op,id,size,stream`).
+    Trace,
+    /// A PyTorch snapshot (pickle, `torch.cuda.memory._dump_snapshot`).
+    Pytorch,
+}
+
+/// How to read an input.
+pub struct LoadOptions {
+    /// Its kind (`None`: from its first bytes).
+    pub kind: Option<InputKind>,
+    /// The largest file read, in MiB.
+    pub max_input_mib: u64,
+    /// The device of a PyTorch snapshot to show (`None`: the busiest).
+    pub device: Option<u64>,
+}
+
+/// A loaded input: the snapshot, and notes for the user.
+pub struct Loaded {
+    pub snapshot: MemorySnapshot,
+    pub kind: InputKind,
+    pub notes: Vec<String>,
+}
+
+fn input_err(path: &Path, message: impl Into<String>) -> ViewError {
+    ViewError::Input {
+        file: path.display().to_string(),
+        message: message.into(),
+    }
+}
+
+/// Reads `path`, refusing files larger than `max_mib` MiB before reading them.
+pub fn read_bytes(path: &Path, max_mib: u64) -> Result<Vec<u8>, ViewError> {
+    let io = |source| ViewError::Io {
+        file: path.display().to_string(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_dir() {
+        return Err(input_err(
+            path,
+            "is a directory; expected a snapshot or trace file",
+        ));
+    }
+    let max = max_mib.saturating_mul(1 << 20);
+    if meta.len() > max {
+        return Err(input_err(
+            path,
+            format!(
+                "the file is {} ({} bytes), more than the {} this command reads by default; if it really is a snapshot, raise the limit with --max-input-mib {} (reading a snapshot takes several times its size in memory)",
+                format_bytes(meta.len() as usize),
+                meta.len(),
+                format_bytes(max as usize),
+                meta.len().div_ceil(1 << 20)
+            ),
+        ));
+    }
+    std::fs::read(path).map_err(io)
+}
+
+/// The kind of input `bytes` are, from their first bytes.
+pub fn detect(bytes: &[u8]) -> Option<InputKind> {
+    // Pickle protocols 2 and up start with PROTO (0x80); 0 and 1 with `(` or `}`... but
+    // a snapshot is always written with protocol 2 or later by Python 3.
+    if bytes.first() == Some(&0x80) {
+        return Some(InputKind::Pytorch);
+    }
+    let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    let start = text.iter().position(|b| !b.is_ascii_whitespace())?;
+    let text = &text[start..];
+    if text.starts_with(b"{") {
+        Some(InputKind::Gpuscope)
+    } else if text.starts_with(b"op,") {
+        Some(InputKind::Trace)
+    } else {
+        None
+    }
+}
+
+/// Loads `path` as `options` say.
+pub fn load(path: &Path, options: &LoadOptions) -> Result<Loaded, ViewError> {
+    let bytes = read_bytes(path, options.max_input_mib)?;
+    if bytes.is_empty() {
+        return Err(input_err(path, "the file is empty"));
+    }
+    let kind = match options.kind.or_else(|| detect(&bytes)) {
+        Some(k) => k,
+        None => {
+            let head: String = String::from_utf8_lossy(&bytes[..bytes.len().min(24)])
+                .chars()
+                .map(|c| if c.is_control() { '.' } else { c })
+                .collect();
+            return Err(input_err(
+                path,
+                format!(
+                    "not a gpuscope snapshot (JSON), an allocation trace (CSV with the header `op,id,size,stream`) or a PyTorch snapshot (pickle from torch.cuda.memory._dump_snapshot): it starts with `{head}`"
+                ),
+            ));
+        }
+    };
+    let mut notes = Vec::new();
+    let snapshot = match kind {
+        InputKind::Gpuscope => {
+            memory::read_json(&bytes, &path.display().to_string()).map_err(|e| match e {
+                memory::JsonError::Format { message, .. } => {
+                    input_err(path, format!("not a gpuscope memory snapshot: {message}"))
+                }
+                memory::JsonError::Io { file, source } => ViewError::Io { file, source },
+            })?
+        }
+        InputKind::Trace => {
+            let text = std::str::from_utf8(&bytes)
+                .map_err(|e| input_err(path, format!("not UTF-8 text: {e}")))?;
+            let trace =
+                Trace::parse_str(text, &path.display().to_string()).map_err(|e| match e {
+                    TraceError::Line { line, message, .. } => {
+                        input_err(path, format!("line {line}: {message}"))
+                    }
+                    TraceError::Io { message, .. } => input_err(path, message),
+                })?;
+            notes.push("an allocation trace has no creating sites: the chart has one band; gpuscope's allocator (a simulated 80 GiB device with 2 MiB virtual-memory pages) replayed it for reserved memory and segments".into());
+            from_trace(&trace).map_err(|m| input_err(path, m))?
+        }
+        InputKind::Pytorch => {
+            let root = view_pytorch::decode(&bytes).map_err(|m| input_err(path, m))?;
+            let snap =
+                PytorchSnapshot::new(root, options.device).map_err(|m| input_err(path, m))?;
+            notes.extend(snap.notes.iter().cloned());
+            let skipped = snap.skipped_actions().map_err(|e| {
+                input_err(path, format!("not a valid PyTorch memory snapshot: {e}"))
+            })?;
+            if !skipped.is_empty() {
+                let list: Vec<String> = skipped.iter().map(|(a, n)| format!("{a} ×{n}")).collect();
+                notes.push(format!("trace entries not shown: {}", list.join(", ")));
+            }
+            snap.to_snapshot()
+                .map_err(|e| input_err(path, format!("not a valid PyTorch memory snapshot: {e}")))?
+        }
+    };
+    let events = snapshot.history.as_ref().map_or(0, |h| h.events.len());
+    if snapshot.segments.is_empty() && events == 0 {
+        return Err(input_err(
+            path,
+            match kind {
+                InputKind::Pytorch => {
+                    "nothing to show: the snapshot has no segments and an empty history (record one with torch.cuda.memory._record_memory_history() before the code to look at)"
+                }
+                InputKind::Gpuscope => {
+                    "nothing to show: the snapshot has no segments and an empty history (record one with gpuscope::memory::record_history before the code to look at)"
+                }
+                InputKind::Trace => "nothing to show: the trace has no operations",
+            },
+        ));
+    }
+    Ok(Loaded {
+        snapshot,
+        kind,
+        notes,
+    })
+}
+
+/// Replays `trace` through gpuscope's allocator on a simulated 80 GiB device with 2 MiB
+/// virtual-memory pages (as `gpuscope replay --backend sim`), recording the history,
+/// and returns the snapshot at its end.
+pub fn from_trace(trace: &Trace) -> Result<MemorySnapshot, String> {
+    let backend = TestBackend::builder()
+        .capacity(80 << 30)
+        .virtual_memory(2 << 20)
+        .build();
+    let config = AllocConfig::from_env().map_err(|e| e.to_string())?;
+    let device = Device::with_backend(Arc::new(backend), config).map_err(|e| e.to_string())?;
+    let needed = trace
+        .ops()
+        .iter()
+        .filter_map(|op| match op {
+            TraceOp::Alloc { stream, .. } | TraceOp::RecordStream { stream, .. } => {
+                Some(*stream as usize + 1)
+            }
+            TraceOp::Free { .. } => None,
+        })
+        .max()
+        .unwrap_or(1);
+    let mut streams = vec![StreamId::DEFAULT];
+    while streams.len() < needed {
+        streams.push(
+            device
+                .backend()
+                .create_stream()
+                .map_err(|e| e.to_string())?,
+        );
+    }
+    memory::record_history(&device, 2 * trace.ops().len() + 1024);
+    let mut live = HashMap::new();
+    for (i, op) in trace.ops().iter().enumerate() {
+        match *op {
+            TraceOp::Alloc { id, size, stream } => {
+                let buf = device
+                    .alloc_on(size, streams[stream as usize])
+                    .map_err(|e| format!("operation {} (allocate id {id}): {e}", i + 1))?;
+                live.insert(id, buf);
+            }
+            TraceOp::Free { id } => {
+                live.remove(&id);
+            }
+            TraceOp::RecordStream { id, stream } => {
+                if let Some(buf) = live.get(&id) {
+                    buf.record_stream(streams[stream as usize]).map_err(|e| {
+                        format!("operation {} (record_stream of id {id}): {e}", i + 1)
+                    })?;
+                }
+            }
+        }
+    }
+    let mut snapshot = memory::snapshot(&device);
+    // The sites recorded are this function's: a trace has none.
+    if let Some(h) = snapshot.history.as_mut() {
+        h.sites.clear();
+        h.events.iter_mut().for_each(|e| e.site = None);
+    }
+    snapshot.device = "simulated 80 GiB device (trace replayed by gpuscope's allocator)".into();
+    drop(live);
+    Ok(snapshot)
+}
+
+/// A trace for `gpuscope replay`: a CSV trace, or the allocations and frees of a PyTorch
+/// snapshot pickle (its busiest device). Files over `GPUSCOPE_MAX_INPUT_MIB` (default
+/// 512) MiB are refused.
+pub fn read_replay_trace(path: &Path) -> Result<Trace, String> {
+    let max = std::env::var(MAX_INPUT_VAR)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_MAX_INPUT_MIB);
+    let bytes = read_bytes(path, max).map_err(|e| e.to_string())?;
+    if detect(&bytes) != Some(InputKind::Pytorch) {
+        return Trace::read(path).map_err(|e| e.to_string());
+    }
+    let name = path.display();
+    let root = view_pytorch::decode(&bytes).map_err(|m| format!("{name}: {m}"))?;
+    let snap = PytorchSnapshot::new(root, None).map_err(|m| format!("{name}: {m}"))?;
+    let trace = snap
+        .to_trace()
+        .map_err(|e| format!("{name}: not a valid PyTorch memory snapshot: {e}"))?;
+    if trace.ops().is_empty() {
+        return Err(format!(
+            "{name}: the snapshot's trace of device {} has no allocations (record one with torch.cuda.memory._record_memory_history() before the code to replay)",
+            snap.device
+        ));
+    }
+    Ok(trace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_told_apart_by_their_first_bytes() {
+        assert_eq!(detect(b"\x80\x04\x95"), Some(InputKind::Pytorch));
+        assert_eq!(detect(b"  \n{\"format\""), Some(InputKind::Gpuscope));
+        assert_eq!(detect(b"op,id,size,stream\n"), Some(InputKind::Trace));
+        assert_eq!(detect(b"\xef\xbb\xbfop,id"), Some(InputKind::Trace));
+        assert_eq!(detect(b"PK\x03\x04"), None);
+        assert_eq!(detect(b""), None);
+    }
+
+    #[test]
+    fn a_trace_replays_into_a_history_and_a_snapshot() {
+        let t = Trace::parse_str(
+            "op,id,size,stream\na,0,4096,0\na,1,3145728,0\nf,0,0,0\n",
+            "t",
+        )
+        .unwrap();
+        let s = from_trace(&t).unwrap();
+        let h = s.history.as_ref().unwrap();
+        let allocs = h
+            .events
+            .iter()
+            .filter(|e| e.action == memory::HistoryAction::Alloc)
+            .count();
+        assert_eq!(allocs, 2);
+        assert!(h.sites.is_empty() && h.events.iter().all(|e| e.site.is_none()));
+        assert_eq!(s.allocated, 3 << 20);
+        assert!(s.reserved >= 3 << 20);
+    }
+}

@@ -1,0 +1,282 @@
+//! `gpuscope view` on each kind of input, and a clear error (the file, what is wrong)
+//! for each kind of bad input; `gpuscope replay` on PyTorch snapshot pickles.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use gpuscope_runtime::memory;
+use gpuscope_runtime::scope::{LeakPolicy, ScopeGuard, ScopeOptions, set_tracking};
+use gpuscope_runtime::{Device, Tensor};
+
+fn gpuscope(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_gpuscope"))
+        .args(args)
+        .env_remove("GPUSCOPE_ALLOC_CONF")
+        .output()
+        .expect("gpuscope runs")
+}
+
+fn data(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/data")
+        .join(rel)
+}
+
+fn out_dir() -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("view-cli");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Every PyTorch snapshot pickle in tests/data/pytorch-snapshots (synthetic ones, and
+/// real ones recorded on a GPU).
+fn pytorch_snapshots() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(data("pytorch-snapshots"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "pickle" || e == "pkl"))
+        .collect();
+    v.sort();
+    assert!(!v.is_empty());
+    v
+}
+
+fn view_ok(input: &Path, name: &str) -> String {
+    let out = out_dir().join(name);
+    let o = gpuscope(&["view", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(" events, ") && stdout.contains(name),
+        "{stdout}"
+    );
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.starts_with("<!doctype html>"));
+    assert!(!html.contains("https://") && !html.contains("http://"));
+    html
+}
+
+#[test]
+fn every_pytorch_snapshot_becomes_a_page() {
+    for p in pytorch_snapshots() {
+        let name = format!("{}.html", p.file_stem().unwrap().to_string_lossy());
+        let html = view_ok(&p, &name);
+        assert!(html.contains("(PyTorch snapshot)"), "{}", p.display());
+    }
+}
+
+#[test]
+fn the_synthetic_snapshot_keeps_its_sites_and_segments() {
+    let html = view_ok(
+        &data("pytorch-snapshots/synthetic_training.pickle"),
+        "synthetic.html",
+    );
+    // The innermost frame outside torch/ names the site.
+    assert!(html.contains("/home/user/model.py:88 (mlp)"));
+    assert!(html.contains("/home/user/train.py:41 (forward)"));
+    assert!(!html.contains("torch/nn/functional.py:2380"));
+}
+
+#[test]
+fn an_allocation_trace_becomes_a_page() {
+    let o = gpuscope(&[
+        "view",
+        data("traces/prefetch_train.csv").to_str().unwrap(),
+        "-o",
+        out_dir().join("trace.html").to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stdout.contains("(allocation trace): "), "{stdout}");
+    assert!(
+        stderr.contains("note: ") && stderr.contains("no creating sites"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_gpuscope_snapshot_becomes_a_page_with_its_tensors() {
+    set_tracking(true);
+    let dev = Device::host().unwrap();
+    memory::record_history(&dev, 10_000);
+    let mut kept = Vec::new();
+    {
+        let _s = ScopeGuard::enter(ScopeOptions::new("cli_step").leaks(LeakPolicy::Warn));
+        kept.push(Tensor::zeros(&[48, 48], &dev).unwrap());
+    }
+    let path = out_dir().join("gpuscope.json");
+    memory::write_json(&memory::snapshot(&dev), &path).unwrap();
+    let html = view_ok(&path, "gpuscope.html");
+    assert!(html.contains(r#""leakedFrom":{"name":"cli_step""#));
+    assert!(html.contains(&format!("{}:", file!())));
+    drop(kept);
+}
+
+fn view_err(input: &Path) -> String {
+    let o = gpuscope(&[
+        "view",
+        input.to_str().unwrap(),
+        "-o",
+        out_dir().join("never.html").to_str().unwrap(),
+    ]);
+    let (_, stderr) = text(&o);
+    assert!(!o.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let name = input.display().to_string();
+    assert!(
+        stderr.starts_with(&format!("error: {name}: ")),
+        "the error names the file: {stderr}"
+    );
+    stderr
+}
+
+fn write(name: &str, bytes: &[u8]) -> PathBuf {
+    let p = out_dir().join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+#[test]
+fn a_truncated_pickle_is_an_error_that_says_so() {
+    let full = std::fs::read(data("pytorch-snapshots/synthetic_training.pickle")).unwrap();
+    for cut in [1, 2, 100, full.len() / 2, full.len() - 1] {
+        let p = write("truncated.pickle", &full[..cut]);
+        let e = view_err(&p);
+        assert!(
+            e.contains("ends early") && e.contains("truncated"),
+            "{cut}: {e}"
+        );
+    }
+}
+
+#[test]
+fn a_pickle_that_is_not_a_snapshot_is_an_error() {
+    let e = view_err(&data("pytorch-snapshots/bad/not_a_snapshot.pickle"));
+    assert!(
+        e.contains("not a PyTorch memory snapshot: it holds a list"),
+        "{e}"
+    );
+    // A pickle of Python objects is refused before anything is built.
+    let e = view_err(&write(
+        "object.pickle",
+        b"\x80\x04\x95\x0e\x00\x00\x00\x00\x00\x00\x00\x8c\x02os\x8c\x06system\x93.",
+    ));
+    assert!(e.contains("holds Python objects"), "{e}");
+}
+
+#[test]
+fn a_malformed_field_is_named_with_its_path() {
+    let e = view_err(&data("pytorch-snapshots/bad/bad_size.pickle"));
+    assert!(
+        e.contains("`device_traces[0][3].size`: expected an integer, found a string"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_fields_are_ignored_and_named() {
+    let input = data("pytorch-snapshots/bad/unknown_fields.pickle");
+    let o = gpuscope(&[
+        "view",
+        input.to_str().unwrap(),
+        "-o",
+        out_dir().join("unknown.html").to_str().unwrap(),
+    ]);
+    let (_, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("block.compile_context, event.user_metadata, snapshot.new_top_level_field"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_empty_history_is_an_error() {
+    let e = view_err(&data("pytorch-snapshots/bad/empty.pickle"));
+    assert!(
+        e.contains("nothing to show") && e.contains("_record_memory_history"),
+        "{e}"
+    );
+    let json = br#"{"format":"gpuscope-memory/1","device":"host:0 (host)","allocated":0,"reserved":0,"segments":[],"history":{"max_entries":10,"dropped":0,"base_allocated":0,"base_reserved":0,"sites":[],"events":[]}}"#;
+    let e = view_err(&write("empty.json", json));
+    assert!(e.contains("nothing to show"), "{e}");
+    let e = view_err(&write("empty.csv", b"op,id,size,stream\n"));
+    assert!(e.contains("the trace has no operations"), "{e}");
+}
+
+#[test]
+fn a_1_gb_file_is_refused_before_it_is_read() {
+    let p = out_dir().join("huge.pickle");
+    let f = std::fs::File::create(&p).unwrap();
+    f.set_len(1 << 30).unwrap(); // sparse: takes no disk
+    let started = std::time::Instant::now();
+    let e = view_err(&p);
+    assert!(started.elapsed().as_secs() < 5);
+    assert!(
+        e.contains("the file is 1.00 GiB") && e.contains("--max-input-mib 1024"),
+        "{e}"
+    );
+    std::fs::remove_file(&p).ok();
+}
+
+#[test]
+fn other_bad_inputs_are_clear_errors() {
+    let e = view_err(&write("random.bin", &[0x13, 0x37, 0x00, 0xff, 0x42]));
+    assert!(
+        e.contains("not a gpuscope snapshot (JSON), an allocation trace"),
+        "{e}"
+    );
+    let e = view_err(&write("nothing.json", b""));
+    assert!(e.contains("the file is empty"), "{e}");
+    let e = view_err(&write(
+        "cut.json",
+        br#"{"format":"gpuscope-memory/1","device":"#,
+    ));
+    assert!(
+        e.contains("not a gpuscope memory snapshot: the JSON ends early"),
+        "{e}"
+    );
+    let e = view_err(&write("bad.csv", b"op,id,size,stream\na,1,12,0\nf,2,0,0\n"));
+    assert!(e.contains("line 3: free of id 2"), "{e}");
+    let e = view_err(&out_dir().join("does-not-exist.pickle"));
+    assert!(e.contains("No such file"), "{e}");
+}
+
+#[test]
+fn replay_reads_pytorch_snapshots() {
+    for p in pytorch_snapshots() {
+        let o = gpuscope(&[
+            "replay",
+            "--backend",
+            "sim",
+            "--format",
+            "json",
+            "--warm-passes",
+            "1",
+            p.to_str().unwrap(),
+        ]);
+        let (stdout, stderr) = text(&o);
+        assert!(o.status.success(), "{}: {stderr}", p.display());
+        let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert!(v["ops"].as_u64().unwrap() > 0, "{stdout}");
+        assert!(
+            v["peak_reserved"].as_u64() >= v["peak_allocated"].as_u64(),
+            "{stdout}"
+        );
+    }
+    let e = text(&gpuscope(&[
+        "replay",
+        data("pytorch-snapshots/bad/not_a_snapshot.pickle")
+            .to_str()
+            .unwrap(),
+    ]))
+    .1;
+    assert!(e.contains("not a PyTorch memory snapshot"), "{e}");
+}

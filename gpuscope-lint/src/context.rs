@@ -1,0 +1,282 @@
+//! What a rule sees while the walker runs: [`Cx`], the context of the expression being
+//! checked (the enclosing function, loops, bindings and what they hold, `no_grad`,
+//! statics), and [`Sink`], where findings go (it knows the levels in force at each place,
+//! after `#[gpuscope::lints::allow(..)]` and `#[gpu_scope(allow(..))]` attributes).
+//!
+//! The walker (`walk.rs`) updates a `Cx` as it goes; rules only read it. Neither this module
+//! nor the rules know the walker.
+
+use std::collections::HashSet;
+
+use proc_macro2::Span;
+use quote::ToTokens;
+use syn::Expr;
+
+use crate::frameworks::Used;
+use crate::infer::{Env, FileIndex, Kind, Value};
+use crate::syntax::{is_screaming_case, strip};
+use crate::{Finding, Level, Levels, Rule};
+
+/// Where a function body's `no_grad` comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NoGrad {
+    /// The function is `#[no_grad]`.
+    Fn,
+    /// The code is in a closure passed to `no_grad(..)`.
+    Closure,
+    /// The code follows `let _guard = no_grad_guard();` in its block.
+    Guard,
+}
+
+/// One enclosing loop.
+#[derive(Debug, Default)]
+pub(crate) struct LoopFrame {
+    /// Names bound in the loop's body so far: they start afresh each iteration.
+    pub(crate) names: HashSet<String>,
+    /// The loop's body runs a training step (a backward call or an optimizer step).
+    pub(crate) trains: bool,
+}
+
+/// The context of the function being walked.
+#[derive(Debug, Default)]
+pub(crate) struct FnState {
+    /// The function is `#[gpu_scope]`.
+    pub(crate) scoped: bool,
+    /// Whether, and why, gradients are off here.
+    pub(crate) no_grad: Option<NoGrad>,
+    /// The enclosing loops, innermost last.
+    pub(crate) loops: Vec<LoopFrame>,
+    /// Bindings that refer to a static's contents, with the static's name.
+    pub(crate) aliases: Vec<(String, String)>,
+    /// The function is a free `fn main`: outside its loops, what it stores or forgets lives
+    /// no longer than its own locals.
+    pub(crate) main: bool,
+    /// The function's parameters (`self` included).
+    pub(crate) params: HashSet<String>,
+    /// Names given to `gpuscope::keep(&x)` somewhere in the function.
+    pub(crate) kept: HashSet<String>,
+    /// Names used as a graph somewhere in the function (returned, passed on, differentiated),
+    /// not only read back (`len()`, `item()`) or accumulated into.
+    pub(crate) graph_used: HashSet<String>,
+    /// Names whose raw pointer or handle the function takes (`x.as_ptr()`, `x.ptr`).
+    pub(crate) raw_taken: HashSet<String>,
+    /// Addresses of the expressions the function turns into raw pointers
+    /// (`Box::leak(b) as *mut T`, `NonNull::from(..)`).
+    pub(crate) raw_casts: HashSet<usize>,
+}
+
+/// The context of the expression a rule checks.
+pub(crate) struct Cx<'i> {
+    /// Bindings, types, and inference.
+    pub(crate) env: Env<'i>,
+    /// The function's state.
+    pub(crate) f: FnState,
+}
+
+impl<'i> Cx<'i> {
+    /// What the file declares.
+    pub(crate) fn index(&self) -> &'i FileIndex {
+        self.env.types.index()
+    }
+
+    /// The tensor libraries the file uses.
+    pub(crate) fn used(&self) -> &'i Used {
+        &self.index().used
+    }
+
+    /// What `e`'s value is.
+    pub(crate) fn value(&self, e: &Expr) -> Value {
+        self.env.infer(e)
+    }
+
+    /// How many loops enclose the code (`for`, `while`, `loop`, and `.for_each(|..| ..)` bodies).
+    pub(crate) fn loop_depth(&self) -> usize {
+        self.f.loops.len()
+    }
+
+    pub(crate) fn in_loop(&self) -> bool {
+        !self.f.loops.is_empty()
+    }
+
+    /// Whether the code runs once per process: in `fn main`, outside its loops. What it
+    /// stores in a static or forgets lives no longer than `main`'s own locals.
+    pub(crate) fn runs_once(&self) -> bool {
+        self.f.main && !self.in_loop()
+    }
+
+    /// The loops that `name` outlives: those entered after its binding (all of them for a
+    /// name bound outside every loop, or not bound in this function), outermost first.
+    pub(crate) fn loops_outlived_by(&self, name: &str) -> &[LoopFrame] {
+        match self.f.loops.iter().rposition(|l| l.names.contains(name)) {
+            Some(i) => &self.f.loops[i + 1..],
+            None => &self.f.loops,
+        }
+    }
+
+    /// When `root` (the root of a method chain or place) names a static that may hold device
+    /// memory, or a binding aliasing one: the static's name and whether its declared type
+    /// holds device memory for sure. A static is one declared in the file whose type is not
+    /// host data, or an undeclared SCREAMING_CASE path that is not a `const`.
+    pub(crate) fn static_target(&self, root: &Expr) -> Option<(String, bool)> {
+        let Expr::Path(p) = strip(root) else {
+            return None;
+        };
+        if p.qself.is_some() {
+            return None;
+        }
+        let name = p.path.segments.last()?.ident.to_string();
+        if p.path.segments.len() == 1 {
+            if let Some((_, target)) = self
+                .f
+                .aliases
+                .iter()
+                .rev()
+                .find(|(alias, _)| *alias == name)
+            {
+                return self.static_target_named(target);
+            }
+            if self.env.binding(&name).is_some() {
+                return None;
+            }
+        }
+        self.static_target_named(&name)
+    }
+
+    fn static_target_named(&self, name: &str) -> Option<(String, bool)> {
+        if self.index().released_statics.contains(name) {
+            return None;
+        }
+        match self.index().statics.get(name) {
+            Some(Some(ty)) => match self.env.types.kind(ty) {
+                Kind::Host => None,
+                kind => Some((name.to_owned(), kind == Kind::Device)),
+            },
+            Some(None) => Some((name.to_owned(), false)),
+            None if self.index().consts.contains(name) => None,
+            None => is_screaming_case(name).then(|| (name.to_owned(), false)),
+        }
+    }
+}
+
+/// The first and last token spans of a syntax node, as `syn::Error::new_spanned` takes
+/// them: a diagnostic can underline all of it, also in a procedural macro where spans
+/// cannot be joined.
+pub(crate) fn span_range(node: &impl ToTokens) -> (Span, Span) {
+    let mut tokens = node.to_token_stream().into_iter();
+    let Some(first) = tokens.next() else {
+        return (Span::call_site(), Span::call_site());
+    };
+    let start = first.span();
+    let end = tokens.last().map_or(start, |t| t.span());
+    (start, end)
+}
+
+/// Collects findings at the levels in force where they are: the base levels, changed by
+/// the allow/warn/deny attributes of the items, functions and statements around.
+#[derive(Debug)]
+pub(crate) struct Sink {
+    levels: Vec<Levels>,
+    findings: Vec<Finding>,
+}
+
+impl Sink {
+    pub(crate) fn new(levels: &Levels) -> Self {
+        Sink {
+            levels: vec![levels.clone()],
+            findings: Vec::new(),
+        }
+    }
+
+    fn current(&self) -> &Levels {
+        self.levels
+            .last()
+            .expect("the base levels are never popped")
+    }
+
+    /// Whether `rule` is on here (not `allow`): rules with costly checks ask first.
+    pub(crate) fn enabled(&self, rule: &Rule) -> bool {
+        self.current().of(rule) != Level::Allow
+    }
+
+    /// Whether every rule is off here.
+    pub(crate) fn all_allowed(&self) -> bool {
+        self.current().all_allowed()
+    }
+
+    /// Makes `overrides` the levels in force until [`pop`](Sink::pop).
+    pub(crate) fn push(&mut self, overrides: &[(&'static Rule, Level)]) {
+        let mut levels = self.current().clone();
+        for (rule, level) in overrides {
+            // Names were checked when the attribute was read.
+            let _ = levels.set(rule.name, *level);
+        }
+        self.levels.push(levels);
+    }
+
+    /// Ends the levels of the matching [`push`](Sink::push).
+    pub(crate) fn pop(&mut self) {
+        if self.levels.len() > 1 {
+            self.levels.pop();
+        }
+    }
+
+    /// Reports `rule` over the syntax node `at`, unless the rule is at `allow` here.
+    pub(crate) fn emit(
+        &mut self,
+        rule: &Rule,
+        at: &impl ToTokens,
+        message: String,
+        help: String,
+        note: Option<String>,
+    ) {
+        let (span, end) = span_range(at);
+        self.emit_spans(rule, (span, end), message, help, note);
+    }
+
+    /// Reports `rule` from `span.0` to `span.1`, unless the rule is at `allow` here.
+    pub(crate) fn emit_spans(
+        &mut self,
+        rule: &Rule,
+        (span, end): (Span, Span),
+        message: String,
+        help: String,
+        note: Option<String>,
+    ) {
+        let level = self.current().of(rule);
+        if level != Level::Allow {
+            self.findings.push(Finding {
+                rule: rule.name,
+                level,
+                span,
+                end,
+                message,
+                help,
+                note,
+            });
+        }
+    }
+
+    /// Reports a problem that is not a rule's (an attribute naming an unknown rule), as an
+    /// error whatever the levels.
+    pub(crate) fn error(&mut self, rule: &'static str, span: Span, message: String, help: String) {
+        self.findings.push(Finding {
+            rule,
+            level: Level::Deny,
+            span,
+            end: span,
+            message,
+            help,
+            note: None,
+        });
+    }
+
+    /// The findings, ordered by source position (stable: equal positions keep visiting order).
+    pub(crate) fn into_findings(self) -> Vec<Finding> {
+        let mut findings = self.findings;
+        findings.sort_by_key(|f| {
+            let start = f.span.start();
+            (start.line, start.column)
+        });
+        findings
+    }
+}

@@ -1,0 +1,251 @@
+//! Facts about a function body gathered before it is walked ([`FnFacts`]: the names
+//! `.backward()` is called on, given to `keep`, used as a graph, whose raw pointer is taken,
+//! and the expressions turned into raw pointers), and whether a loop body trains
+//! ([`trains`]).
+
+use std::collections::HashSet;
+
+use syn::visit::{self, Visit};
+use syn::{Block, Expr, Type};
+
+use crate::syntax::{callee_name, callee_path, ident_of, same_place, strip, takes_raw_handle};
+
+/// Whether a loop body runs a training step: calls `backward`, `backward_step`,
+/// `run_backward`, ... (an optimizer step alone is not enough: `model.step(token)` is also
+/// a recurrent cell's).
+pub(crate) fn trains(block: &Block) -> bool {
+    let mut scan = Trains { found: false };
+    scan.visit_block(block);
+    scan.found
+}
+
+pub(crate) fn trains_expr(e: &Expr) -> bool {
+    let mut scan = Trains { found: false };
+    scan.visit_expr(e);
+    scan.found
+}
+
+struct Trains {
+    found: bool,
+}
+
+impl Trains {
+    fn name(&mut self, name: &str) {
+        if name.starts_with("backward") || name.ends_with("_backward") {
+            self.found = true;
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Trains {
+    fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+        self.name(&call.method.to_string());
+        visit::visit_expr_method_call(self, call);
+    }
+
+    fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
+        if let Some(name) = callee_name(call) {
+            self.name(&name.to_string());
+        }
+        visit::visit_expr_call(self, call);
+    }
+
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+}
+
+/// Facts about a function body gathered before it is walked.
+pub(crate) struct FnFacts {
+    /// Names `.backward()` is called on.
+    pub(crate) backwarded: HashSet<String>,
+    /// Names given to `keep(&x)`.
+    pub(crate) kept: HashSet<String>,
+    /// Names used as a graph (see [`FnState::graph_used`](crate::context::FnState::graph_used)).
+    pub(crate) graph_used: HashSet<String>,
+    /// Names whose raw pointer or handle is taken.
+    pub(crate) raw_taken: HashSet<String>,
+    /// Addresses of expressions turned into raw pointers (`x as *mut T`, `NonNull::from(x)`).
+    pub(crate) raw_casts: HashSet<usize>,
+}
+
+/// Methods that add their argument into their receiver.
+const ACCUMULATING: &[&str] = &[
+    "push",
+    "push_back",
+    "push_front",
+    "extend",
+    "append",
+    "insert",
+    "add_assign",
+];
+
+/// Methods that read a value without passing its graph on.
+const READS: &[&str] = &[
+    "len",
+    "is_empty",
+    "item",
+    "to_scalar",
+    "into_scalar",
+    "to_vec",
+    "to_vec0",
+    "to_vec1",
+    "double_value",
+    "capacity",
+    "clear",
+    "shape",
+    "dims",
+    "size",
+];
+
+impl FnFacts {
+    pub(crate) fn of(block: &Block) -> Self {
+        let mut facts = FnFacts {
+            backwarded: HashSet::new(),
+            kept: HashSet::new(),
+            graph_used: HashSet::new(),
+            raw_taken: HashSet::new(),
+            raw_casts: HashSet::new(),
+        };
+        facts.visit_block(block);
+        facts
+    }
+
+    fn use_of(&mut self, e: &Expr) {
+        if let Some(ident) = ident_of(e) {
+            self.graph_used.insert(ident.to_string());
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for FnFacts {
+    fn visit_expr(&mut self, e: &'ast Expr) {
+        if let Some(ident) = takes_raw_handle(e) {
+            self.raw_taken.insert(ident.to_string());
+        }
+        match e {
+            Expr::Cast(c) if matches!(&*c.ty, Type::Ptr(_)) => {
+                self.raw_casts
+                    .insert(std::ptr::from_ref(strip(&c.expr)) as usize);
+            }
+            Expr::MethodCall(m) if m.method == "cast" || m.method == "cast_mut" => {
+                self.raw_casts
+                    .insert(std::ptr::from_ref(strip(&m.receiver)) as usize);
+            }
+            Expr::Call(call)
+                if callee_path(call).is_some_and(|p| {
+                    p.segments.len() >= 2
+                        && ["NonNull", "ptr"]
+                            .iter()
+                            .any(|t| p.segments[p.segments.len() - 2].ident == t)
+                }) =>
+            {
+                if let Some(arg) = call.args.first() {
+                    self.raw_casts
+                        .insert(std::ptr::from_ref(strip(arg)) as usize);
+                }
+            }
+            _ => {}
+        }
+        match e {
+            Expr::MethodCall(call) => {
+                let method = call.method.to_string();
+                if method == "backward" {
+                    if let Some(ident) = ident_of(&call.receiver) {
+                        self.backwarded.insert(ident.to_string());
+                    }
+                }
+                let direct = ident_of(&call.receiver).is_some();
+                if direct
+                    && (ACCUMULATING.contains(&method.as_str()) || READS.contains(&method.as_str()))
+                {
+                    // Accumulating into it, or reading it: not a graph use of the receiver.
+                } else {
+                    self.visit_expr(&call.receiver);
+                }
+                for arg in &call.args {
+                    self.visit_expr(arg);
+                }
+            }
+            Expr::Call(call) => {
+                if callee_name(call).is_some_and(|n| n == "keep") {
+                    if let Some(ident) = call.args.first().and_then(ident_of) {
+                        self.kept.insert(ident.to_string());
+                    }
+                }
+                visit::visit_expr_call(self, call);
+            }
+            Expr::Assign(a) => {
+                // `acc = acc + v`, `acc = acc.add(&v)?`: only `v` is used.
+                let mut right = strip(&a.right);
+                while let Expr::Try(t) = right {
+                    right = strip(&t.expr);
+                }
+                match right {
+                    Expr::Binary(b) if same_place(&b.left, &a.left) => self.visit_expr(&b.right),
+                    Expr::Binary(b) if same_place(&b.right, &a.left) => self.visit_expr(&b.left),
+                    Expr::MethodCall(m) if same_place(&m.receiver, &a.left) => {
+                        m.args.iter().for_each(|arg| self.visit_expr(arg));
+                    }
+                    other => self.visit_expr(other),
+                }
+                if ident_of(&a.left).is_none() {
+                    self.visit_expr(&a.left);
+                }
+            }
+            Expr::Binary(b) if is_compound(&b.op) => {
+                if ident_of(&b.left).is_none() {
+                    self.visit_expr(&b.left);
+                }
+                self.visit_expr(&b.right);
+            }
+            Expr::Path(_) => self.use_of(e),
+            _ => visit::visit_expr(self, e),
+        }
+    }
+
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
+}
+
+fn is_compound(op: &syn::BinOp) -> bool {
+    use syn::BinOp::*;
+    matches!(
+        op,
+        AddAssign(_)
+            | SubAssign(_)
+            | MulAssign(_)
+            | DivAssign(_)
+            | RemAssign(_)
+            | BitOrAssign(_)
+            | BitAndAssign(_)
+            | BitXorAssign(_)
+            | ShlAssign(_)
+            | ShrAssign(_)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn graph_uses_leave_out_accumulation_and_reads() {
+        let block: Block = syn::parse_quote!({
+            let mut kept = Vec::new();
+            let mut sum = zeros();
+            let mut out = Vec::new();
+            for x in xs {
+                kept.push(x.loss());
+                sum = sum + x.loss();
+                sum += x.loss();
+                out.push(x.loss());
+            }
+            println!("{}", kept.len());
+            keep(&sum);
+            Ok(out)
+        });
+        let facts = FnFacts::of(&block);
+        assert!(!facts.graph_used.contains("kept"));
+        assert!(facts.graph_used.contains("out"));
+        assert!(facts.graph_used.contains("sum"), "passed to keep");
+        assert!(facts.kept.contains("sum"));
+    }
+}

@@ -1,0 +1,406 @@
+//! [`FileIndex`]: what a file declares that type inference needs: its imports (which
+//! crate each imported name comes from), the libraries it uses, its structs and enums with
+//! their field types, type aliases, the return types of its functions, its `static`s
+//! (including `thread_local!` and `lazy_static!` ones) and `const`s.
+
+use std::collections::{HashMap, HashSet};
+
+use proc_macro2::{TokenStream, TokenTree};
+use syn::visit::{self, Visit};
+use syn::{Block, Type};
+
+use crate::frameworks::Used;
+
+/// A struct or enum declared in the file: the types of its fields (every variant's, for an
+/// enum), by field name where there is one.
+#[derive(Debug, Default)]
+pub(crate) struct Adt {
+    pub(crate) fields: Vec<(Option<String>, Type)>,
+}
+
+/// What a file (or, for the macros, a function body) declares.
+#[derive(Debug, Default)]
+pub(crate) struct FileIndex {
+    /// The tensor libraries the file names.
+    pub(crate) used: Used,
+    /// Imported names: the name in scope -> (crate, name in that crate).
+    pub(crate) imports: HashMap<String, (String, String)>,
+    /// Structs and enums by name.
+    pub(crate) adts: HashMap<String, Adt>,
+    /// Type aliases by name.
+    pub(crate) aliases: HashMap<String, Type>,
+    /// Return types of the file's functions and methods by name (`None`: returns `()`).
+    /// A name declared twice with different return types is left out.
+    pub(crate) returns: HashMap<String, Option<Type>>,
+    /// Names declared twice with different return types.
+    ambiguous_returns: HashSet<String>,
+    /// `static` names with their declared types (`None` where a macro's could not be read).
+    pub(crate) statics: HashMap<String, Option<Type>>,
+    /// Statics whose contents the file also releases (`clear`, `truncate`, `pop`, `remove`,
+    /// `take`, `drain`, or assigns anew): a scoped stack or a bounded cache, not a store
+    /// that grows until the process exits.
+    pub(crate) released_statics: HashSet<String>,
+    /// `const` names: SCREAMING_CASE like statics, but a fresh value at every use.
+    pub(crate) consts: HashSet<String>,
+    /// Whether the file has `use std::mem::forget` (or `core::mem::forget`), making a bare
+    /// `forget(x)` mean `mem::forget`.
+    pub(crate) forget_imported: bool,
+}
+
+impl FileIndex {
+    /// What the whole file declares.
+    pub(crate) fn of_file(file: &syn::File) -> Self {
+        let mut index = FileIndex {
+            used: Used::of_file(file),
+            ..FileIndex::default()
+        };
+        index.visit_file(file);
+        let mut releases = Releases::default();
+        releases.visit_file(file);
+        index.released_statics = releases.statics;
+        index
+    }
+
+    /// What a function body declares (items nested in it), for the macros.
+    pub(crate) fn of_block(block: &Block) -> Self {
+        let mut index = FileIndex {
+            used: Used::of_block(block),
+            ..FileIndex::default()
+        };
+        index.visit_block(block);
+        let mut releases = Releases::default();
+        releases.visit_block(block);
+        index.released_statics = releases.statics;
+        index
+    }
+
+    fn add_static(&mut self, name: String, ty: Option<Type>) {
+        self.statics.insert(name, ty);
+    }
+
+    /// Reads `static [ref] [mut] NAME: Type = ..;` declarations out of a `thread_local!` or
+    /// `lazy_static!` body.
+    fn add_macro_statics(&mut self, tokens: TokenStream) {
+        let mut tokens = tokens.into_iter().peekable();
+        while let Some(token) = tokens.next() {
+            let TokenTree::Ident(ident) = &token else {
+                continue;
+            };
+            if ident != "static" {
+                continue;
+            }
+            let mut name = None;
+            for token in tokens.by_ref() {
+                match token {
+                    TokenTree::Ident(i) if i == "ref" || i == "mut" => {}
+                    TokenTree::Ident(i) => {
+                        name = Some(i.to_string());
+                        break;
+                    }
+                    _ => break,
+                }
+            }
+            let Some(name) = name else { continue };
+            if !matches!(tokens.next(), Some(TokenTree::Punct(p)) if p.as_char() == ':') {
+                continue;
+            }
+            let mut ty = TokenStream::new();
+            while let Some(token) = tokens.peek() {
+                if matches!(token, TokenTree::Punct(p) if p.as_char() == '=' || p.as_char() == ';')
+                {
+                    break;
+                }
+                ty.extend(tokens.next());
+            }
+            self.add_static(name, syn::parse2::<Type>(ty).ok());
+        }
+    }
+
+    fn add_return(&mut self, name: String, output: &syn::ReturnType) {
+        if self.ambiguous_returns.contains(&name) {
+            return;
+        }
+        let ty = match output {
+            syn::ReturnType::Default => None,
+            syn::ReturnType::Type(_, ty) => Some((**ty).clone()),
+        };
+        match self.returns.get(&name) {
+            Some(existing) if *existing != ty => {
+                self.returns.remove(&name);
+                self.ambiguous_returns.insert(name);
+            }
+            Some(_) => {}
+            None => {
+                self.returns.insert(name, ty);
+            }
+        }
+    }
+
+    fn add_adt<'a>(&mut self, name: String, fields: impl Iterator<Item = &'a syn::Field>) {
+        let adt = Adt {
+            fields: fields
+                .map(|f| (f.ident.as_ref().map(ToString::to_string), f.ty.clone()))
+                .collect(),
+        };
+        self.adts.insert(name, adt);
+    }
+}
+
+impl<'ast> Visit<'ast> for FileIndex {
+    fn visit_item_static(&mut self, item: &'ast syn::ItemStatic) {
+        self.add_static(item.ident.to_string(), Some((*item.ty).clone()));
+        visit::visit_item_static(self, item);
+    }
+
+    fn visit_item_const(&mut self, item: &'ast syn::ItemConst) {
+        self.consts.insert(item.ident.to_string());
+        visit::visit_item_const(self, item);
+    }
+
+    fn visit_item_struct(&mut self, item: &'ast syn::ItemStruct) {
+        self.add_adt(item.ident.to_string(), item.fields.iter());
+        visit::visit_item_struct(self, item);
+    }
+
+    fn visit_item_enum(&mut self, item: &'ast syn::ItemEnum) {
+        let fields = item.variants.iter().flat_map(|v| v.fields.iter());
+        self.add_adt(item.ident.to_string(), fields);
+        visit::visit_item_enum(self, item);
+    }
+
+    fn visit_item_type(&mut self, item: &'ast syn::ItemType) {
+        self.aliases
+            .insert(item.ident.to_string(), (*item.ty).clone());
+        visit::visit_item_type(self, item);
+    }
+
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        self.add_return(item.sig.ident.to_string(), &item.sig.output);
+        visit::visit_item_fn(self, item);
+    }
+
+    fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
+        self.add_return(item.sig.ident.to_string(), &item.sig.output);
+        visit::visit_impl_item_fn(self, item);
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        let is = |name: &str| mac.path.segments.last().is_some_and(|s| s.ident == name);
+        if is("thread_local") || is("lazy_static") {
+            self.add_macro_statics(mac.tokens.clone());
+        }
+    }
+
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        /// `krate`: the crate the path started from (`None` at the start, or for a path
+        /// from `crate`, `self` or `super`, which `local` marks).
+        fn walk(
+            tree: &syn::UseTree,
+            krate: Option<&str>,
+            local: bool,
+            after_mem: bool,
+            index: &mut FileIndex,
+        ) {
+            match tree {
+                syn::UseTree::Path(p) => {
+                    let name = p.ident.to_string();
+                    let first = krate.is_none() && !local;
+                    let is_local = first && matches!(name.as_str(), "crate" | "self" | "super");
+                    let krate = match krate {
+                        Some(k) => Some(k.to_owned()),
+                        None if first && !is_local => Some(name.clone()),
+                        None => None,
+                    };
+                    walk(
+                        &p.tree,
+                        krate.as_deref(),
+                        local || is_local,
+                        p.ident == "mem",
+                        index,
+                    );
+                }
+                syn::UseTree::Name(n) => {
+                    if after_mem && n.ident == "forget" {
+                        index.forget_imported = true;
+                    }
+                    if let Some(k) = krate {
+                        let name = n.ident.to_string();
+                        index.imports.insert(name.clone(), (k.to_owned(), name));
+                    }
+                }
+                syn::UseTree::Rename(r) => {
+                    if let Some(k) = krate {
+                        index
+                            .imports
+                            .insert(r.rename.to_string(), (k.to_owned(), r.ident.to_string()));
+                    }
+                }
+                syn::UseTree::Group(g) => {
+                    for t in &g.items {
+                        walk(t, krate, local, after_mem, index);
+                    }
+                }
+                syn::UseTree::Glob(_) => {
+                    if after_mem {
+                        index.forget_imported = true;
+                    }
+                }
+            }
+        }
+        walk(&item.tree, None, false, false, self);
+    }
+}
+
+/// Methods that release what a container holds.
+const RELEASING: &[&str] = &[
+    "clear",
+    "truncate",
+    "pop",
+    "pop_back",
+    "pop_front",
+    "remove",
+    "take",
+    "drain",
+    "retain",
+    "split_off",
+    "swap_remove",
+];
+
+/// Finds the statics whose contents are released somewhere: a releasing method on a chain
+/// rooted at the static, at a binding taken from it (`let mut g = X.lock().unwrap();`), or
+/// at the parameter of `X.with(|v| ..)`; or an assignment through one (`*X.lock() = None`).
+#[derive(Default)]
+struct Releases {
+    statics: HashSet<String>,
+    /// Bindings and closure parameters standing for a static, in the current function.
+    aliases: Vec<(String, String)>,
+}
+
+impl Releases {
+    /// The static (SCREAMING_CASE, or an alias of one) at the root of `e`.
+    fn static_of(&self, e: &syn::Expr) -> Option<String> {
+        let root = crate::syntax::chain_root(e);
+        let ident = crate::syntax::ident_of(root)?.to_string();
+        if let Some((_, target)) = self.aliases.iter().rev().find(|(a, _)| *a == ident) {
+            return Some(target.clone());
+        }
+        crate::syntax::is_screaming_case(&ident).then_some(ident)
+    }
+}
+
+impl<'ast> Visit<'ast> for Releases {
+    fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+        let method = call.method.to_string();
+        if RELEASING.contains(&method.as_str()) {
+            if let Some(name) = self.static_of(&call.receiver) {
+                self.statics.insert(name);
+            }
+        }
+        if matches!(method.as_str(), "with" | "with_borrow_mut" | "with_borrow") {
+            if let Some(name) = self.static_of(&call.receiver) {
+                let before = self.aliases.len();
+                for arg in &call.args {
+                    if let syn::Expr::Closure(c) = arg {
+                        for input in &c.inputs {
+                            crate::syntax::pat_idents(input, &mut |i| {
+                                self.aliases.push((i.to_string(), name.clone()))
+                            });
+                        }
+                    }
+                }
+                visit::visit_expr_method_call(self, call);
+                self.aliases.truncate(before);
+                return;
+            }
+        }
+        visit::visit_expr_method_call(self, call);
+    }
+
+    fn visit_expr_assign(&mut self, assign: &'ast syn::ExprAssign) {
+        // `*X.lock().unwrap() = None;`, `X = Vec::new();`: emptied.
+        let emptied = match crate::syntax::strip(&assign.right) {
+            syn::Expr::Path(p) => p.path.is_ident("None"),
+            syn::Expr::Call(call) => {
+                call.args.is_empty()
+                    && crate::syntax::callee_name(call)
+                        .is_some_and(|n| n == "new" || n == "default")
+            }
+            _ => false,
+        };
+        if emptied {
+            if let Some(name) = self.static_of(&assign.left) {
+                self.statics.insert(name);
+            }
+        }
+        visit::visit_expr_assign(self, assign);
+    }
+
+    fn visit_local(&mut self, local: &'ast syn::Local) {
+        if let (syn::Pat::Ident(p), Some(init)) = (&local.pat, &local.init) {
+            if let Some(name) = self.static_of(&init.expr) {
+                self.aliases.push((p.ident.to_string(), name));
+            }
+        }
+        visit::visit_local(self, local);
+    }
+
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        let saved = std::mem::take(&mut self.aliases);
+        visit::visit_item_fn(self, item);
+        self.aliases = saved;
+    }
+
+    fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
+        let saved = std::mem::take(&mut self.aliases);
+        visit::visit_impl_item_fn(self, item);
+        self.aliases = saved;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indexes_imports_types_returns_and_statics() {
+        let src = r#"
+use candle_core::{Tensor, Device as Dev};
+use std::mem::{self, forget};
+use crate::model::Net;
+struct Model { w: Tensor, name: String }
+enum State { Idle, Busy(Vec<Tensor>) }
+type Batch = Vec<Tensor>;
+fn make() -> Tensor { todo!() }
+fn noop() {}
+impl Model { fn make() -> String { todo!() } }
+static CACHE: Mutex<Vec<Tensor>> = Mutex::new(Vec::new());
+const LIMIT: usize = 3;
+thread_local! { static LAST: RefCell<Option<Tensor>> = RefCell::new(None); }
+"#;
+        let index = FileIndex::of_file(&syn::parse_file(src).unwrap());
+        assert_eq!(
+            index.imports.get("Dev"),
+            Some(&("candle_core".to_owned(), "Device".to_owned()))
+        );
+        assert_eq!(
+            index.imports.get("Tensor").map(|i| i.0.as_str()),
+            Some("candle_core")
+        );
+        assert!(!index.imports.contains_key("Net"), "crate-local");
+        assert!(index.forget_imported);
+        assert_eq!(index.adts["Model"].fields.len(), 2);
+        assert_eq!(index.adts["State"].fields.len(), 1);
+        assert!(index.aliases.contains_key("Batch"));
+        assert!(
+            !index.returns.contains_key("make"),
+            "two different return types"
+        );
+        assert_eq!(index.returns.get("noop"), Some(&None));
+        assert!(index.statics["CACHE"].is_some() && index.statics["LAST"].is_some());
+        assert!(index.consts.contains("LIMIT"));
+        assert_eq!(
+            index.used.iter().map(|f| f.name).collect::<Vec<_>>(),
+            ["candle"]
+        );
+    }
+}

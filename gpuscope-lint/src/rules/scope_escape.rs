@@ -1,0 +1,235 @@
+//! `scope_escape` (warn): a tensor made inside a `#[gpu_scope]` function stored into a
+//! container that outlives the scope (a `&mut` argument, a field of `self`).
+
+use syn::Expr;
+
+use crate::check::Check;
+use crate::context::{Cx, Sink};
+use crate::infer::Kind;
+use crate::syntax::{chain_root, ident_of, show, strip};
+use crate::{Level, Rule};
+
+pub(crate) const RULE: Rule = Rule {
+    name: "scope_escape",
+    default: Level::Warn,
+    summary: "a tensor made in a `#[gpu_scope]` and stored in a `&mut` argument or a field of `self` outlives the scope",
+    docs: DOCS,
+};
+
+const DOCS: &str = r#"## `scope_escape`
+
+Default level: **warn**.
+
+### What it does
+Inside a `#[gpu_scope]` function, finds a tensor made in the function (by a constructor or
+an op, or a clone of one) stored into a container that outlives the scope: pushed or
+inserted (`push`, `push_back`, `insert`, `extend`, `append`, `set`) into a `&mut` argument
+(`history: &mut Vec<Tensor>`) or a field of `self` (`self.cache.push(t)`), or assigned to
+one (`self.last = Some(t)`, `*out = t`). Statics are `static_escape`'s. A tensor handed to
+`gpuscope::keep(&t)` in the function does not fire.
+
+### Why is this bad
+The scope tracks every tensor the function makes and reports, at exit, those still alive
+that were not returned: this one will be reported as leaked (or panic with
+`leaks = "deny"`), and if the container is long-lived its memory stays with it.
+
+### Example
+```rust
+#[gpu_scope]
+fn collect(dev: &Device, history: &mut Vec<Tensor>) -> Result<(), TensorError> {
+    let activation = Tensor::ones(&[256, 256], dev)?;
+    history.push(activation.clone());
+    Ok(())
+}
+```
+Use instead:
+```rust
+#[gpu_scope]
+fn collect(dev: &Device, history: &mut Vec<Tensor>) -> Result<(), TensorError> {
+    let activation = Tensor::ones(&[256, 256], dev)?;
+    gpuscope::keep(&activation); // on purpose: it now belongs to the caller's scope
+    history.push(activation.clone());
+    Ok(())
+}
+```
+
+### Known problems
+- Only tensors known to be made in the function are reported: a value from an unknown
+  call is not.
+- Containers reached through other references (a `&mut` field of a local struct) are not
+  followed.
+"#;
+
+/// Methods that store their argument into their receiver.
+const STORING: &[&str] = &[
+    "push",
+    "push_back",
+    "push_front",
+    "insert",
+    "extend",
+    "append",
+    "set",
+    "replace",
+];
+
+/// The rule's checks.
+pub(crate) struct ScopeEscape;
+
+impl Check for ScopeEscape {
+    fn rule(&self) -> &'static Rule {
+        &RULE
+    }
+
+    fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
+        if !cx.f.scoped {
+            return;
+        }
+        let (target, values): (&Expr, Vec<&Expr>) = match e {
+            Expr::Assign(a) => (&a.left, vec![&*a.right]),
+            Expr::MethodCall(m) if STORING.iter().any(|s| m.method == s) => {
+                (&m.receiver, m.args.iter().collect())
+            }
+            _ => return,
+        };
+        let Some(container) = outliving_container(target, matches!(e, Expr::Assign(_)), cx) else {
+            return;
+        };
+        let Some(value) = values.into_iter().find(|v| {
+            let value = cx.value(v);
+            value.kind == Kind::Device && value.fresh && !value.borrowed && !kept(v, cx)
+        }) else {
+            return;
+        };
+        let tensor = unwrapped(value);
+        let shown = show(tensor);
+        let keep = show(without_clone(tensor));
+        sink.emit(
+            &RULE,
+            e,
+            format!("`{shown}` is made in this `#[gpu_scope]` and stored in `{container}`, which outlives the scope: the scope reports it as leaked"),
+            "return it to the caller instead of storing it, or make it in the caller".to_owned(),
+            Some(format!("to keep it on purpose, call `gpuscope::keep(&{keep})` before storing it (it then belongs to the caller's scope), or allow the rule: `#[gpuscope::lints::allow(scope_escape)]`")),
+        );
+    }
+}
+
+/// When `target` is rooted at a parameter passed by `&mut`, or at a field of `self`: its
+/// text. `assign` is whether it is assigned to (then `*param` and `self.field` count, a
+/// parameter itself does not).
+fn outliving_container(target: &Expr, assign: bool, cx: &Cx<'_>) -> Option<String> {
+    let root = chain_root(target);
+    let ident = ident_of(root)?;
+    let name = ident.to_string();
+    let binding = cx.env.binding(&name)?;
+    let through_place = !std::ptr::eq(strip(target), strip(root));
+    if ident == "self" {
+        // `self.cache.push(t)`, `self.last = t`: a field of the receiver.
+        return through_place.then(|| show(strip(target)));
+    }
+    if !cx.f.params.contains(&name) || !binding.mutable {
+        return None;
+    }
+    if assign && !through_place {
+        return None;
+    }
+    Some(show(strip(target)))
+}
+
+/// The tensor in a stored value: `t` in `Some(t)`, `Ok(t)`, `Box::new(t)`, `[t]`, `t?`.
+fn unwrapped(value: &Expr) -> &Expr {
+    match strip(value) {
+        Expr::Call(call) if call.args.len() == 1 => unwrapped(&call.args[0]),
+        Expr::Array(a) if a.elems.len() == 1 => unwrapped(&a.elems[0]),
+        Expr::Try(t) => unwrapped(&t.expr),
+        other => other,
+    }
+}
+
+/// `t` for `t.clone()`.
+fn without_clone(e: &Expr) -> &Expr {
+    match strip(e) {
+        Expr::MethodCall(m) if m.method == "clone" => strip(&m.receiver),
+        other => other,
+    }
+}
+
+/// Whether the value stored is a binding given to `keep(&x)` in the function.
+fn kept(value: &Expr, cx: &Cx<'_>) -> bool {
+    let mut e = strip(value);
+    loop {
+        e = match e {
+            Expr::MethodCall(m) if m.method == "clone" => strip(&m.receiver),
+            Expr::Call(call) if call.args.len() == 1 => strip(&call.args[0]),
+            _ => break,
+        };
+    }
+    ident_of(e).is_some_and(|ident| cx.f.kept.contains(&ident.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testing::{findings, hits};
+
+    const RULE: &str = "scope_escape";
+
+    #[test]
+    fn fires_on_tensors_stored_into_mut_arguments_and_self_fields() {
+        let src = r#"
+use gpuscope::{Device, Tensor, TensorError, gpu_scope};
+struct Trainer { cache: Vec<Tensor>, last: Option<Tensor> }
+impl Trainer {
+    #[gpu_scope]
+    fn step(&mut self, x: &Tensor, history: &mut Vec<Tensor>, out: &mut Tensor) -> Result<(), TensorError> {
+        let h = x.relu()?;
+        history.push(h.clone());
+        self.cache.push(x.matmul(x)?);
+        self.last = Some(h.clone());
+        *out = Tensor::zeros(&[1], &x.device())?;
+        Ok(())
+    }
+}
+"#;
+        assert_eq!(hits(RULE, src), [(8, 9), (9, 9), (10, 9), (11, 9)]);
+        let first = &findings(RULE, src)[0];
+        assert_eq!(
+            first.message,
+            "`h.clone()` is made in this `#[gpu_scope]` and stored in `history`, which outlives the scope: the scope reports it as leaked"
+        );
+        assert!(
+            first
+                .note
+                .as_deref()
+                .unwrap()
+                .contains("gpuscope::keep(&h)")
+        );
+        let third = &findings(RULE, src)[2];
+        assert!(
+            third.message.starts_with("`h.clone()` is made"),
+            "{}",
+            third.message
+        );
+    }
+
+    #[test]
+    fn kept_values_parameters_locals_and_unscoped_functions_do_not_fire() {
+        let src = r#"
+use gpuscope::{Tensor, TensorError, gpu_scope, keep};
+#[gpu_scope]
+fn kept(x: &Tensor, history: &mut Vec<Tensor>) -> Result<(), TensorError> {
+    let h = x.relu()?;
+    keep(&h);
+    history.push(h.clone());
+    history.push(x.clone());
+    let mut local = Vec::new();
+    local.push(x.relu()?);
+    let mut names: Vec<String> = Vec::new();
+    names.push(format!("{}", 1));
+    Ok(())
+}
+fn unscoped(x: &Tensor, history: &mut Vec<Tensor>) {
+    history.push(x.relu().unwrap());
+}
+"#;
+        assert_eq!(hits(RULE, src), []);
+    }
+}

@@ -1,0 +1,572 @@
+//! The walk over function bodies: [`Walker`] visits every function, method and closure body
+//! in source order, keeps the [`Cx`] up to date (bindings and what they hold, enclosing
+//! loops, `no_grad`, statics and their aliases, the impl's `Self`), applies the levels of
+//! `#[gpuscope::lints::allow(..)]` / `#[gpu_scope(allow(..))]` attributes to the code under them,
+//! and calls every registered [`Check`] on every expression and loop.
+//!
+//! Nesting deeper than [`MAX_DEPTH`] expressions is not walked (no finding comes from
+//! there), so that the walk itself cannot overflow a thread's stack.
+
+use std::collections::HashSet;
+
+use syn::visit::{self, Visit};
+use syn::{Attribute, Block, Expr, FnArg, Pat, Stmt, Type};
+
+use crate::attrs::levels_of;
+use crate::check::{Loop, LoopBody};
+use crate::context::{Cx, FnState, LoopFrame, NoGrad, Sink, span_range};
+use crate::fn_facts::{FnFacts, trains, trains_expr};
+use crate::infer::{Env, FileIndex, Types, Value};
+use crate::rules::CHECKS;
+use crate::syntax::{callee_name, callee_path, chain_root, has_attr, pat_idents, strip};
+use crate::{Finding, FnContext, Levels, UNKNOWN_RULE};
+
+/// Expressions nested deeper than this are not walked.
+pub(crate) const MAX_DEPTH: usize = 2_000;
+
+/// Walks syntax trees, keeping a [`Cx`] and running the rules.
+pub(crate) struct Walker<'i> {
+    pub(crate) cx: Cx<'i>,
+    pub(crate) sink: Sink,
+    /// How deep the current expression is nested.
+    depth: usize,
+}
+
+impl<'i> Walker<'i> {
+    pub(crate) fn new(index: &'i FileIndex, levels: &Levels) -> Self {
+        Walker {
+            cx: Cx {
+                env: Env::new(Types::new(index, None)),
+                f: FnState::default(),
+            },
+            sink: Sink::new(levels),
+            depth: 0,
+        }
+    }
+
+    pub(crate) fn finish(self) -> Vec<Finding> {
+        self.sink.into_findings()
+    }
+
+    /// Applies the levels of `attrs` while `walk` runs; reports their errors.
+    fn with_levels(&mut self, attrs: &[Attribute], walk: impl FnOnce(&mut Self)) {
+        let (levels, errors) = levels_of(attrs);
+        for error in errors {
+            let help =
+                "use the name of a gpuscope lint rule: `gpuscope lint --list-rules` lists them"
+                    .to_owned();
+            self.sink
+                .error(UNKNOWN_RULE, error.span(), error.to_string(), help);
+        }
+        if levels.is_empty() {
+            walk(self);
+            return;
+        }
+        let overrides: Vec<_> = levels.iter().map(|arg| (arg.rule, arg.level)).collect();
+        self.sink.push(&overrides);
+        walk(self);
+        self.sink.pop();
+    }
+
+    /// Walks one function body with a fresh context; `ctx` is or-ed with the function's own
+    /// `#[no_grad]` / `#[gpu_scope]` attributes, whose levels apply to the body.
+    pub(crate) fn walk_fn(
+        &mut self,
+        attrs: &[Attribute],
+        sig: &syn::Signature,
+        block: &Block,
+        ctx: FnContext,
+    ) {
+        self.with_levels(attrs, |w| {
+            let no_grad = ctx.no_grad || has_attr(attrs, "no_grad");
+            let facts = FnFacts::of(block);
+            let fresh = FnState {
+                scoped: ctx.scoped || has_attr(attrs, "gpu_scope"),
+                no_grad: no_grad.then_some(NoGrad::Fn),
+                kept: facts.kept,
+                graph_used: facts.graph_used,
+                raw_taken: facts.raw_taken,
+                raw_casts: facts.raw_casts,
+                main: sig.ident == "main" && sig.inputs.is_empty(),
+                ..FnState::default()
+            };
+            let saved_state = std::mem::replace(&mut w.cx.f, fresh);
+            let saved_env = w.cx.env.enter_fn(facts.backwarded);
+            for input in &sig.inputs {
+                match input {
+                    FnArg::Typed(arg) => {
+                        pat_idents(&arg.pat, &mut |ident| {
+                            w.cx.f.params.insert(ident.to_string());
+                        });
+                        w.bind_pat(&arg.pat, Some(&arg.ty), None);
+                    }
+                    FnArg::Receiver(r) => {
+                        let mut value = match w.cx.env.types.self_ty().cloned() {
+                            Some(ty) => w.cx.env.of_type(&ty),
+                            None => Value::UNKNOWN,
+                        };
+                        value.borrowed = r.reference.is_some();
+                        value.mutable = r.reference.is_some() && r.mutability.is_some();
+                        w.cx.f.params.insert("self".to_owned());
+                        w.cx.env.bind("self".to_owned(), value);
+                    }
+                }
+            }
+            w.visit_block(block);
+            w.cx.env.leave_fn(saved_env);
+            w.cx.f = saved_state;
+        });
+    }
+
+    /// Binds the names of `pat`, with what a declared type or an initializer says; names
+    /// bound inside a loop body are recorded as that loop's. Tuple patterns are matched
+    /// element by element against tuple types and tuple initializers:
+    /// `let (mut sum, mut n) = (0.0, 0);`.
+    fn bind_pat(&mut self, pat: &Pat, ty: Option<&Type>, init: Option<&Expr>) {
+        let value = match (ty, init) {
+            (Some(ty), init) => {
+                let declared = self.cx.env.of_type(ty);
+                match init {
+                    Some(init) if declared.kind == crate::infer::Kind::Unknown => {
+                        self.cx.env.infer(init)
+                    }
+                    _ => declared,
+                }
+            }
+            (None, Some(init)) => self.cx.env.infer(init),
+            (None, None) => Value::UNKNOWN,
+        };
+        self.bind_pat_value(pat, ty, init, value);
+    }
+
+    fn bind_pat_value(&mut self, pat: &Pat, ty: Option<&Type>, init: Option<&Expr>, value: Value) {
+        match pat {
+            Pat::Type(t) => self.bind_pat(&t.pat, Some(&t.ty), init),
+            Pat::Ident(p) if p.subpat.is_none() => {
+                let mut value = value;
+                if p.by_ref.is_some() {
+                    value.borrowed = true;
+                }
+                self.bind(p.ident.to_string(), value);
+            }
+            Pat::Tuple(tuple) => {
+                let types = match ty {
+                    Some(Type::Tuple(t)) if t.elems.len() == tuple.elems.len() => Some(&t.elems),
+                    _ => None,
+                };
+                let inits = match init.map(strip) {
+                    Some(Expr::Tuple(t)) if t.elems.len() == tuple.elems.len() => Some(&t.elems),
+                    _ => None,
+                };
+                for (i, elem) in tuple.elems.iter().enumerate() {
+                    let (ty, init) = (types.map(|t| &t[i]), inits.map(|e| &e[i]));
+                    if ty.is_some() || init.is_some() {
+                        self.bind_pat(elem, ty, init);
+                    } else {
+                        let part = Value {
+                            fresh: false,
+                            name: None,
+                            ..value.clone()
+                        };
+                        self.bind_pat_value(elem, None, None, part);
+                    }
+                }
+            }
+            _ => {
+                let mut names = Vec::new();
+                pat_idents(pat, &mut |ident| names.push(ident.to_string()));
+                for name in names {
+                    let part = Value {
+                        fresh: false,
+                        name: None,
+                        ..value.clone()
+                    };
+                    self.bind(name, part);
+                }
+            }
+        }
+    }
+
+    fn bind(&mut self, name: String, value: Value) {
+        self.cx.f.aliases.retain(|(alias, _)| *alias != name);
+        if let Some(frame) = self.cx.f.loops.last_mut() {
+            frame.names.insert(name.clone());
+        }
+        self.cx.env.bind(name, value);
+    }
+
+    /// Walks a loop: its pattern bound to `element`, the loop rules, then `walk`.
+    fn walk_loop(
+        &mut self,
+        head: (proc_macro2::Span, proc_macro2::Span),
+        pat: Option<(&Pat, Value)>,
+        body: LoopBody<'_>,
+        walk: impl FnOnce(&mut Self),
+    ) {
+        let trains = match body {
+            LoopBody::Block(block) => trains(block),
+            LoopBody::Expr(e) => trains_expr(e),
+        };
+        self.cx.f.loops.push(LoopFrame {
+            names: HashSet::new(),
+            trains,
+        });
+        if let Some((pat, element)) = pat {
+            self.bind_pat_value(pat, None, None, element);
+        }
+        let lp = Loop { head, body };
+        for check in CHECKS {
+            if self.sink.enabled(check.rule()) {
+                check.on_loop(&lp, &self.cx, &mut self.sink);
+            }
+        }
+        walk(self);
+        self.cx.f.loops.pop();
+    }
+
+    fn with_no_grad(&mut self, no_grad: Option<NoGrad>, walk: impl FnOnce(&mut Self)) {
+        let saved = std::mem::replace(&mut self.cx.f.no_grad, no_grad);
+        walk(self);
+        self.cx.f.no_grad = saved;
+    }
+
+    fn check_expr(&mut self, e: &Expr) {
+        if self.sink.all_allowed() {
+            return;
+        }
+        for check in CHECKS {
+            if self.sink.enabled(check.rule()) {
+                check.expr(e, &self.cx, &mut self.sink);
+            }
+        }
+    }
+
+    /// Whether `local` takes a no-grad guard (`let _g = no_grad_guard();`,
+    /// `let _g = GradModeGuard::no_grad();`).
+    fn is_no_grad_guard(&self, local: &syn::Local) -> bool {
+        let Some(init) = &local.init else {
+            return false;
+        };
+        let mut e = strip(&init.expr);
+        while let Expr::MethodCall(m) = e {
+            if m.method == "unwrap" || m.method == "expect" {
+                e = strip(&m.receiver);
+            } else {
+                break;
+            }
+        }
+        let Expr::Call(call) = e else {
+            return false;
+        };
+        callee_path(call).is_some_and(|p| {
+            let segments: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+            self.cx.used().is_no_grad_guard(&segments)
+        })
+    }
+}
+
+/// The outer attributes of an expression, for the kinds of expressions that carry them in
+/// statement position.
+fn expr_attrs(e: &Expr) -> &[Attribute] {
+    match e {
+        Expr::Array(e) => &e.attrs,
+        Expr::Assign(e) => &e.attrs,
+        Expr::Async(e) => &e.attrs,
+        Expr::Await(e) => &e.attrs,
+        Expr::Binary(e) => &e.attrs,
+        Expr::Block(e) => &e.attrs,
+        Expr::Call(e) => &e.attrs,
+        Expr::Closure(e) => &e.attrs,
+        Expr::ForLoop(e) => &e.attrs,
+        Expr::If(e) => &e.attrs,
+        Expr::Loop(e) => &e.attrs,
+        Expr::Macro(e) => &e.attrs,
+        Expr::Match(e) => &e.attrs,
+        Expr::MethodCall(e) => &e.attrs,
+        Expr::Paren(e) => &e.attrs,
+        Expr::Path(e) => &e.attrs,
+        Expr::Return(e) => &e.attrs,
+        Expr::Try(e) => &e.attrs,
+        Expr::Unsafe(e) => &e.attrs,
+        Expr::While(e) => &e.attrs,
+        _ => &[],
+    }
+}
+
+/// Whether `e` takes a lock or mutable borrow, maybe unwrapped: `X.lock().unwrap()`,
+/// `X.borrow_mut()`, `X.write().await`.
+fn is_guard(e: &Expr) -> bool {
+    const GUARDS: [&str; 7] = [
+        "lock",
+        "write",
+        "borrow_mut",
+        "get_mut",
+        "try_lock",
+        "try_write",
+        "try_borrow_mut",
+    ];
+    match strip(e) {
+        Expr::MethodCall(m) if m.method == "unwrap" || m.method == "expect" => {
+            is_guard(&m.receiver)
+        }
+        Expr::MethodCall(m) => GUARDS.iter().any(|g| m.method == g),
+        Expr::Try(t) => is_guard(&t.expr),
+        Expr::Await(a) => is_guard(&a.base),
+        _ => false,
+    }
+}
+
+/// What the element bound by `for pat in iter` is: what the iterated value holds, never
+/// fresh (it was made before the loop).
+fn element_of(iterated: Value) -> Value {
+    Value {
+        fresh: false,
+        name: None,
+        graph: crate::infer::Graph::Unknown,
+        ..iterated
+    }
+}
+
+impl<'ast> Visit<'ast> for Walker<'_> {
+    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
+        self.walk_fn(&item.attrs, &item.sig, &item.block, FnContext::default());
+    }
+
+    fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
+        self.walk_fn(&item.attrs, &item.sig, &item.block, FnContext::default());
+    }
+
+    fn visit_trait_item_fn(&mut self, item: &'ast syn::TraitItemFn) {
+        if let Some(block) = &item.default {
+            self.walk_fn(&item.attrs, &item.sig, block, FnContext::default());
+        }
+    }
+
+    fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
+        let saved = self.cx.env.types.set_self_ty(Some((*item.self_ty).clone()));
+        self.with_levels(&item.attrs, |w| visit::visit_item_impl(w, item));
+        self.cx.env.types.set_self_ty(saved);
+    }
+
+    fn visit_item_trait(&mut self, item: &'ast syn::ItemTrait) {
+        let saved = self.cx.env.types.set_self_ty(None);
+        self.with_levels(&item.attrs, |w| visit::visit_item_trait(w, item));
+        self.cx.env.types.set_self_ty(saved);
+    }
+
+    fn visit_item_mod(&mut self, item: &'ast syn::ItemMod) {
+        self.with_levels(&item.attrs, |w| visit::visit_item_mod(w, item));
+    }
+
+    fn visit_file(&mut self, file: &'ast syn::File) {
+        self.with_levels(&file.attrs, |w| visit::visit_file(w, file));
+    }
+
+    fn visit_stmt(&mut self, stmt: &'ast Stmt) {
+        match stmt {
+            Stmt::Local(local) => {
+                self.with_levels(&local.attrs, |w| w.visit_local(local));
+            }
+            Stmt::Macro(mac) => {
+                self.with_levels(&mac.attrs, |w| visit::visit_stmt_macro(w, mac));
+            }
+            _ => visit::visit_stmt(self, stmt),
+        }
+    }
+
+    fn visit_expr(&mut self, e: &'ast Expr) {
+        if self.depth >= MAX_DEPTH {
+            return;
+        }
+        self.depth += 1;
+        let attrs = expr_attrs(e);
+        if attrs.is_empty() {
+            self.check_expr(e);
+            visit::visit_expr(self, e);
+        } else {
+            self.with_levels(attrs, |w| {
+                w.check_expr(e);
+                visit::visit_expr(w, e);
+            });
+        }
+        self.depth -= 1;
+    }
+
+    fn visit_block(&mut self, block: &'ast Block) {
+        let saved = self.cx.f.no_grad;
+        for stmt in &block.stmts {
+            self.visit_stmt(stmt);
+            if let Stmt::Local(local) = stmt {
+                if self.cx.f.no_grad.is_none() && self.is_no_grad_guard(local) {
+                    self.cx.f.no_grad = Some(NoGrad::Guard);
+                }
+            }
+        }
+        self.cx.f.no_grad = saved;
+    }
+
+    fn visit_local(&mut self, local: &'ast syn::Local) {
+        let init = local.init.as_ref();
+        if let Some(init) = init {
+            self.visit_expr(&init.expr);
+            if let Some((_, diverge)) = &init.diverge {
+                self.visit_expr(diverge);
+            }
+        }
+        self.bind_pat(&local.pat, None, init.map(|i| &*i.expr));
+        // `let mut guard = CACHE.lock().unwrap();`: `guard` now refers into the static.
+        let pat = match &local.pat {
+            Pat::Type(t) => &*t.pat,
+            pat => pat,
+        };
+        if let (Some(init), Pat::Ident(p)) = (init, pat) {
+            if is_guard(&init.expr) {
+                if let Some((target, _)) = self.cx.static_target(chain_root(&init.expr)) {
+                    self.cx.f.aliases.push((p.ident.to_string(), target));
+                }
+            }
+        }
+    }
+
+    fn visit_expr_let(&mut self, e: &'ast syn::ExprLet) {
+        self.visit_expr(&e.expr);
+        let value = element_of(self.cx.env.infer(&e.expr));
+        self.bind_pat_value(&e.pat, None, None, value);
+    }
+
+    fn visit_arm(&mut self, arm: &'ast syn::Arm) {
+        self.bind_pat_value(&arm.pat, None, None, Value::UNKNOWN);
+        if let Some((_, guard)) = &arm.guard {
+            self.visit_expr(guard);
+        }
+        self.visit_expr(&arm.body);
+    }
+
+    fn visit_expr_closure(&mut self, closure: &'ast syn::ExprClosure) {
+        for input in &closure.inputs {
+            self.bind_pat(input, None, None);
+        }
+        self.visit_expr(&closure.body);
+    }
+
+    fn visit_expr_for_loop(&mut self, e: &'ast syn::ExprForLoop) {
+        // The iterator is evaluated once, before the loop.
+        self.visit_expr(&e.expr);
+        let element = element_of(self.cx.env.infer(&e.expr));
+        let (start, _) = span_range(&e.for_token);
+        let (_, end) = span_range(&e.expr);
+        self.walk_loop(
+            (start, end),
+            Some((&e.pat, element)),
+            LoopBody::Block(&e.body),
+            |w| w.visit_block(&e.body),
+        );
+    }
+
+    fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
+        let (start, _) = span_range(&e.while_token);
+        let (_, end) = span_range(&e.cond);
+        self.walk_loop((start, end), None, LoopBody::Block(&e.body), |w| {
+            w.visit_expr(&e.cond);
+            w.visit_block(&e.body);
+        });
+    }
+
+    fn visit_expr_loop(&mut self, e: &'ast syn::ExprLoop) {
+        let head = span_range(&e.loop_token);
+        self.walk_loop(head, None, LoopBody::Block(&e.body), |w| {
+            w.visit_block(&e.body)
+        });
+    }
+
+    fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
+        self.visit_expr(&call.func);
+        // `no_grad(|| ..)` turns gradients off in the closure; `enable_grad(|| ..)` back on.
+        let mode = match callee_name(call) {
+            Some(name) if self.cx.used().is_no_grad_closure(&name.to_string()) => {
+                Some(Some(NoGrad::Closure))
+            }
+            Some(name) if name == "enable_grad" || name == "with_grad" => Some(None),
+            _ => None,
+        };
+        for arg in &call.args {
+            match mode {
+                Some(no_grad) if matches!(strip(arg), Expr::Closure(_)) => {
+                    self.with_no_grad(no_grad, |w| w.visit_expr(arg));
+                }
+                _ => self.visit_expr(arg),
+            }
+        }
+    }
+
+    fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
+        self.visit_expr(&call.receiver);
+        let method = call.method.to_string();
+        let static_target = match method.as_str() {
+            "with" | "with_borrow_mut" | "with_borrow" => self
+                .cx
+                .static_target(chain_root(&call.receiver))
+                .map(|(name, _)| name),
+            _ => None,
+        };
+        for arg in &call.args {
+            let Expr::Closure(closure) = strip(arg) else {
+                self.visit_expr(arg);
+                continue;
+            };
+            if method == "for_each" || method == "try_for_each" {
+                // The closure is the body of a loop over the receiver's elements.
+                self.check_expr(arg);
+                let element = element_of(self.cx.env.infer(&call.receiver));
+                let head = span_range(&call.method);
+                self.walk_loop(head, None, LoopBody::Expr(&closure.body), |w| {
+                    for input in &closure.inputs {
+                        w.bind_pat_value(input, None, None, element.clone());
+                    }
+                    w.visit_expr(&closure.body);
+                });
+            } else if let Some(target) = &static_target {
+                // `X.with(|cell| ..)`: `cell` is the static's contents.
+                let before = self.cx.f.aliases.len();
+                self.check_expr(arg);
+                for input in &closure.inputs {
+                    self.bind_pat(input, None, None);
+                    pat_idents(input, &mut |ident| {
+                        self.cx.f.aliases.push((ident.to_string(), target.clone()))
+                    });
+                }
+                self.visit_expr(&closure.body);
+                self.cx.f.aliases.truncate(before);
+            } else {
+                self.visit_expr(arg);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deep_nesting_is_not_walked_past_the_limit() {
+        let depth = MAX_DEPTH + 50;
+        let src = format!(
+            "fn f(t: Tensor) {{ let x = {}std::mem::forget(t){}; }}",
+            "(".repeat(depth),
+            ")".repeat(depth)
+        );
+        let found = std::thread::Builder::new()
+            .stack_size(256 << 20)
+            .spawn(move || {
+                let file = syn::parse_file(&src).unwrap();
+                let found = crate::lint_file(&file, &Levels::default()).len();
+                drop(file);
+                found
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(found, 0);
+    }
+}

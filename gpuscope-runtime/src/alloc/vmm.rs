@@ -1,0 +1,368 @@
+//! Virtual memory: arenas, growth at the top, the wilderness, and chunks going back.
+//!
+//! Each (stream, pool) reserves an address arena the first time it grows (the device's
+//! capacity of address space, so it never runs out in practice; a smaller one if the
+//! driver refuses). Memory is mapped from the arena's base upwards; the free block that
+//! ends at the top of the mapped memory is the arena's *wilderness*:
+//!
+//! - `allocate` takes the best-fitting free block of the stream's pool, and the
+//!   wilderness only when none fits; when the wilderness is too small, the arena grows:
+//!   one `cuMemCreate` of what is missing, at least 20 MiB for the large pool (PyTorch's
+//!   large segment size) and, for the small pool, half what the arena holds, from 2 to
+//!   8 MiB; one `cuMemMap` and one `cuMemSetAccess` at the top.
+//! - Nothing is unmapped or released on `free`.
+//!
+//! Because the wilderness is used last, a workload that repeats makes the same choices
+//! in every pass after the first: a warm pass sees the same free blocks as the first
+//! pass did at each step, plus a wilderness that already holds everything the first
+//! pass grew, so it never grows, maps or waits (the replay tests check it on every
+//! trace in `tests/data/traces`).
+//!
+//! Chunks go back to the device only whole, when they lie inside a free block, on
+//! `empty_cache`, under a `garbage_collection_threshold`, or when the device or the cap
+//! refuses a growth (`release`); before that the allocator waits until no queued work
+//! uses the memory (`fences`), preferring memory that needs no wait (`memory`).
+
+use crate::backend::{BackendError, PhysHandle, StreamId};
+
+use super::block::{BlockState, NIL};
+use super::memory::GrowError;
+use super::rounding::{LARGE_BUFFER, Pool, SMALL_BUFFER};
+use super::segment::{Arena, PhysChunk, Segment, SegmentMemory, map_chunk};
+use super::state::AllocState;
+
+/// The least a growth of an arena of `pool` that maps `mapped` bytes adds: 20 MiB for
+/// the large pool (PyTorch's large segment size); for the small pool half what it maps,
+/// from 2 MiB (PyTorch's small segment size) to 8 MiB, so that a small pool of many
+/// megabytes grows in a few steps. Fewer, larger growths mean fewer device allocations
+/// (at most PyTorch's on most traces) for at most one step of unused memory per arena.
+fn min_growth(pool: Pool, mapped: usize) -> usize {
+    match pool {
+        Pool::Small => (mapped / 2).clamp(SMALL_BUFFER, 4 * SMALL_BUFFER),
+        Pool::Large => LARGE_BUFFER,
+    }
+}
+
+impl AllocState {
+    /// The arenas of `stream`'s `pool`, oldest first.
+    #[inline]
+    pub(super) fn arenas_of(&self, stream: StreamId, pool: Pool) -> &[u32] {
+        self.arena_lists
+            .get(stream.index())
+            .map_or(&[][..], |l| &l[pool.index()][..])
+    }
+
+    /// The smallest wilderness of `stream`'s `pool` that holds `rounded` bytes.
+    #[inline]
+    pub(super) fn find_wild(&self, stream: StreamId, pool: Pool, rounded: usize) -> Option<u32> {
+        let mut best: Option<(usize, u32)> = None;
+        for &a in self.arenas_of(stream, pool) {
+            let w = self.arenas[a as usize].wild;
+            if w != NIL {
+                let size = self.slab.get(w).size;
+                if size >= rounded && best.is_none_or(|(s, _)| size < s) {
+                    best = Some((size, w));
+                }
+            }
+        }
+        best.map(|(_, w)| w)
+    }
+
+    /// Grows `stream`'s `pool` so that its wilderness holds `rounded` bytes: one new
+    /// chunk mapped at the top of an arena. Returns the wilderness block.
+    pub(super) fn grow_mapped(
+        &mut self,
+        stream: StreamId,
+        pool: Pool,
+        rounded: usize,
+    ) -> Result<u32, GrowError> {
+        let page = self.page;
+        let (arena, have) = match self.growable_arena(stream, pool, rounded) {
+            Some(found) => found,
+            None => (self.new_arena(stream, pool, rounded)?, 0),
+        };
+        let need = (rounded - have).div_ceil(page) * page;
+        let (room, mapped) = {
+            let a = &self.arenas[arena as usize];
+            (a.room(), a.mapped)
+        };
+        let preferred = (need.max(min_growth(pool, mapped)).div_ceil(page) * page).min(room);
+        // The preferred size where the cap leaves room for it, else what is needed.
+        let mut size = if self.check_limit(preferred).is_ok() {
+            preferred
+        } else {
+            need
+        };
+        self.check_limit(size)?;
+        let handle = match self.create_chunk(size) {
+            Ok(h) => h,
+            Err(e) if e.is_out_of_memory() && size > need => {
+                size = need;
+                self.create_chunk(size)?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let top = self.arenas[arena as usize].top;
+        let backend = self.backend.clone();
+        let vm = backend.virtual_memory().expect("virtual memory backend");
+        let mut calls = [0u64; 3];
+        let mapped = map_chunk(vm, top, size, handle, &mut calls);
+        self.stats.num_device_map += calls[0];
+        self.stats.num_set_access += calls[1];
+        self.stats.num_device_unmap += calls[2];
+        if let Err(failure) = mapped {
+            let mapped_at = failure.still_mapped.then_some(top);
+            self.give_back_chunk(handle, size, mapped_at);
+            return Err(failure.error.into());
+        }
+        let chunk = self.insert_chunk(PhysChunk { handle, size });
+        Ok(self.extend_arena(arena, chunk, size))
+    }
+
+    /// The newest arena of `stream`'s `pool` whose wilderness plus the address space
+    /// above it holds `rounded`, with the wilderness's size.
+    fn growable_arena(&self, stream: StreamId, pool: Pool, rounded: usize) -> Option<(u32, usize)> {
+        let page = self.page;
+        self.arenas_of(stream, pool).iter().rev().find_map(|&a| {
+            let arena = &self.arenas[a as usize];
+            let have = if arena.wild == NIL {
+                0
+            } else {
+                self.slab.get(arena.wild).size
+            };
+            let need = rounded.saturating_sub(have).div_ceil(page) * page;
+            (arena.room() >= need).then_some((a, have))
+        })
+    }
+
+    /// Reserves a new arena for `stream`'s `pool` that holds at least `at_least` bytes:
+    /// the device's capacity of address space, or less if the driver refuses that.
+    fn new_arena(
+        &mut self,
+        stream: StreamId,
+        pool: Pool,
+        at_least: usize,
+    ) -> Result<u32, GrowError> {
+        let page = self.page;
+        let least = at_least.div_ceil(page) * page;
+        let mut size = self.total_memory.max(least).div_ceil(page) * page;
+        let backend = self.backend.clone();
+        let vm = backend.virtual_memory().expect("virtual memory backend");
+        let base = loop {
+            self.stats.num_address_reserve += 1;
+            match vm.reserve_address(size) {
+                Ok(base) => break base,
+                Err(e) if size > least => {
+                    tracing::debug!(target: "gpuscope::alloc", "reserving {size} bytes of address space failed ({e}); trying less");
+                    size = (size / 2).max(least).div_ceil(page) * page;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        self.arenas.push(Arena::new(base.0, size, stream, pool));
+        let index = (self.arenas.len() - 1) as u32;
+        if self.arena_lists.len() <= stream.index() {
+            self.arena_lists
+                .resize_with(stream.index() + 1, Default::default);
+        }
+        self.arena_lists[stream.index()][pool.index()].push(index);
+        Ok(index)
+    }
+
+    /// One `cuMemCreate` of `size` bytes, counted when it succeeds (as PyTorch counts
+    /// device allocations).
+    fn create_chunk(&mut self, size: usize) -> Result<PhysHandle, BackendError> {
+        let backend = self.backend.clone();
+        let vm = backend.virtual_memory().expect("virtual memory backend");
+        let handle = vm.create_chunk(size)?;
+        self.stats.num_device_alloc += 1;
+        Ok(handle)
+    }
+
+    fn insert_chunk(&mut self, chunk: PhysChunk) -> u32 {
+        match self.vacant_chunks.pop() {
+            Some(i) => {
+                self.chunks[i as usize] = Some(chunk);
+                i
+            }
+            None => {
+                self.chunks.push(Some(chunk));
+                (self.chunks.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Adds chunk `chunk` (`size` bytes, mapped at the arena's top) to the arena: the
+    /// segment at the top grows (or a new one starts after a hole) and the new memory
+    /// joins the wilderness. Returns the wilderness.
+    fn extend_arena(&mut self, arena: u32, chunk: u32, size: usize) -> u32 {
+        let (top, stream, pool) = {
+            let a = &self.arenas[arena as usize];
+            (a.top, a.stream, a.pool)
+        };
+        let top_seg = self
+            .top_segment(arena)
+            .filter(|&s| self.segment(s).end() == top);
+        self.arenas[arena as usize].top = top + size as u64;
+        self.arenas[arena as usize].mapped += size;
+        self.stats.reserved_bytes.add(pool, size);
+        let Some(seg) = top_seg else {
+            let block = self.add_segment(
+                top,
+                size,
+                stream,
+                pool,
+                SegmentMemory::Mapped {
+                    chunks: vec![chunk],
+                    arena,
+                },
+            );
+            debug_assert_eq!(self.arenas[arena as usize].wild, block);
+            return block;
+        };
+        let old_size = {
+            let s = self.segments[seg as usize]
+                .as_mut()
+                .expect("segment exists");
+            let old = s.size;
+            s.size += size;
+            if let SegmentMemory::Mapped { chunks, .. } = &mut s.memory {
+                chunks.push(chunk);
+            }
+            old
+        };
+        self.resize_oversize(pool, old_size, old_size + size);
+        let tail = self.tail_block(seg);
+        if self.slab.get(tail).state == BlockState::Free {
+            // The wilderness grows.
+            self.unindex_free(tail);
+            self.slab.get_mut(tail).size += size;
+            self.index_free(tail);
+            tail
+        } else {
+            let block = self.slab.insert(top, size, seg, stream, pool);
+            self.slab.get_mut(block).prev = tail;
+            self.slab.get_mut(tail).next = block;
+            self.index_free(block);
+            block
+        }
+    }
+
+    /// The segment of arena `arena` with the highest base, if any.
+    pub(super) fn top_segment(&self, arena: u32) -> Option<u32> {
+        self.arenas[arena as usize]
+            .segments
+            .values()
+            .next_back()
+            .copied()
+    }
+
+    pub(super) fn segment(&self, seg: u32) -> &Segment {
+        self.segments[seg as usize]
+            .as_ref()
+            .expect("segment exists")
+    }
+
+    /// The last block of segment `seg`.
+    pub(super) fn tail_block(&self, seg: u32) -> u32 {
+        let mut cur = self.segment(seg).head;
+        loop {
+            let next = self.slab.get(cur).next;
+            if next == NIL {
+                return cur;
+            }
+            cur = next;
+        }
+    }
+
+    /// The arena whose wilderness free block `index` would be (it is the last block of a
+    /// mapped segment that ends at its arena's top).
+    #[inline]
+    fn wild_arena(&self, index: u32) -> Option<u32> {
+        let b = self.slab.get(index);
+        if b.next != NIL {
+            return None;
+        }
+        let seg = self.segments[b.segment as usize].as_ref()?;
+        let arena = seg.arena()?;
+        (seg.end() == self.arenas[arena as usize].top).then_some(arena)
+    }
+
+    /// Puts free block `index` where free blocks go: its arena's wilderness when it is
+    /// the top block of its arena, else its pool's free index. Counts it as an inactive
+    /// split when it is one.
+    #[inline]
+    pub(super) fn index_free(&mut self, index: u32) {
+        let b = self.slab.get(index);
+        let (stream, pool, size, split) = (b.stream, b.pool, b.size, b.is_split());
+        if split {
+            self.stats.inactive_split.add(pool, 1);
+            self.stats.inactive_split_bytes.add(pool, size);
+        }
+        self.place_free(index, stream, pool);
+    }
+
+    #[inline]
+    fn place_free(&mut self, index: u32, stream: StreamId, pool: Pool) {
+        if self.vmm {
+            if let Some(a) = self.wild_arena(index) {
+                self.arenas[a as usize].wild = index;
+                return;
+            }
+        }
+        self.pools[stream.index()][pool.index()].insert(&mut self.slab, index);
+    }
+
+    /// Takes free block `index` out of its free index or wilderness, uncounting it as an
+    /// inactive split.
+    #[inline]
+    pub(super) fn unindex_free(&mut self, index: u32) {
+        let b = self.slab.get(index);
+        let (stream, pool, size, split) = (b.stream, b.pool, b.size, b.is_split());
+        if split {
+            self.stats.inactive_split.sub(pool, 1);
+            self.stats.inactive_split_bytes.sub(pool, size);
+        }
+        self.unplace_free(index, stream, pool);
+    }
+
+    #[inline]
+    fn unplace_free(&mut self, index: u32, stream: StreamId, pool: Pool) {
+        if self.vmm {
+            let seg = self.slab.get(index).segment;
+            if let Some(a) = self.segments[seg as usize]
+                .as_ref()
+                .and_then(Segment::arena)
+            {
+                if self.arenas[a as usize].wild == index {
+                    self.arenas[a as usize].wild = NIL;
+                    return;
+                }
+            }
+        }
+        self.pools[stream.index()][pool.index()].remove(&mut self.slab, index);
+    }
+
+    /// After the top of `arena` moved: the free block at the new top becomes the
+    /// wilderness (out of the free index).
+    pub(super) fn refresh_wild(&mut self, arena: u32) {
+        let a = &self.arenas[arena as usize];
+        let (old, stream, pool) = (a.wild, a.stream, a.pool);
+        let want = self
+            .top_segment(arena)
+            .map(|s| self.tail_block(s))
+            .filter(|&t| self.slab.get(t).state == BlockState::Free && self.wild_arena(t).is_some())
+            .unwrap_or(NIL);
+        if old == want {
+            return;
+        }
+        self.arenas[arena as usize].wild = NIL;
+        if old != NIL && self.slab.get(old).state == BlockState::Free {
+            self.place_free(old, stream, pool);
+        }
+        if want != NIL {
+            self.pools[stream.index()][pool.index()].remove(&mut self.slab, want);
+            self.arenas[arena as usize].wild = want;
+        }
+    }
+}
