@@ -88,6 +88,11 @@ pub struct Args {
     /// Turn tensor tracking off (no creation sites, no leak reports).
     #[arg(long)]
     pub no_tracking: bool,
+    /// Train data-parallel on this many GPUs, one process each (the program starts
+    /// them; under torchrun, leave it at 1: each process is a rank already). --batch is
+    /// per GPU, as in the reference.
+    #[arg(long, default_value_t = 1)]
+    pub devices: usize,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -129,6 +134,16 @@ pub fn check_args(args: &Args) -> Result<Config, String> {
         return Err(
             "--bf16: bf16 autocast is not available in this example yet (fp32 only); run without it".into(),
         );
+    }
+    if args.devices == 0 {
+        return Err("--devices must be at least 1".into());
+    }
+    if args.devices > 1 && matches!(args.device, Some(DeviceChoice::Host)) {
+        return Err("--devices N trains on N CUDA devices; --device host runs on one".into());
+    }
+    if args.devices > 1 && (args.timeline.is_some() || args.tracking_ab > 0 || args.find_batch_size)
+    {
+        return Err("--timeline, --tracking-ab and --find-batch-size measure one GPU: run them without --devices".into());
     }
     if args.memory_limit_mib == Some(0) {
         return Err("--memory-limit-mib must be at least 1".into());

@@ -10,6 +10,9 @@
 //!   optimizer state, gradients, activations and the attention's tensors told apart by
 //!   the line that made them;
 //! - `--tracking-ab N`: what tracking costs a step, in paired rounds;
+//! - `--devices N`: data parallelism over N GPUs, one process each (or launched by
+//!   `torchrun --no-python`), gradients averaged while backward runs, parameters
+//!   checked identical across ranks at the end;
 //! - out of memory in a step: the report names the largest live tensors by the line
 //!   that made them, and nothing but the model and its optimizer state stays allocated.
 //!
@@ -24,6 +27,8 @@
 mod cli;
 mod data;
 mod model;
+#[cfg(feature = "cuda")]
+mod parallel;
 mod timeline;
 
 use std::panic::Location;
@@ -64,9 +69,10 @@ fn train_step(
     y: &Tensor,
     checkpointed: bool,
     probe: Option<&Probe>,
+    ddp: Option<&Ddp>,
 ) -> Result<Tensor, TensorError> {
     let loss = model.loss(x, y, checkpointed, probe)?;
-    let (done, at) = (loss.backward(), Location::caller());
+    let (done, at) = (backward(&loss, ddp), Location::caller());
     note_backward_site(at);
     done?;
     if let Some(p) = probe {
@@ -78,6 +84,25 @@ fn train_step(
     }
     opt.zero_grad();
     Ok(loss.detach())
+}
+
+#[cfg(feature = "cuda")]
+type Ddp = gpuscope::dist::DistributedDataParallel;
+#[cfg(not(feature = "cuda"))]
+type Ddp = std::convert::Infallible;
+
+/// `loss.backward()`, or, data-parallel, with the gradients averaged across ranks.
+fn backward(loss: &Tensor, ddp: Option<&Ddp>) -> Result<(), TensorError> {
+    match ddp {
+        None => loss.backward(),
+        #[cfg(feature = "cuda")]
+        Some(d) => d.backward(loss).map_err(|e| match e {
+            gpuscope::dist::DistError::Tensor(t) => t,
+            other => TensorError::Unsupported(format!("data-parallel backward: {other}")),
+        }),
+        #[cfg(not(feature = "cuda"))]
+        Some(never) => match *never {},
+    }
 }
 
 /// A batch's inputs `[batch, block]` and targets `[batch·block]` on `dev`.
@@ -128,15 +153,35 @@ fn open_device(choice: Option<DeviceChoice>) -> Result<Device, String> {
     }
 }
 
+/// This process's rank and the job's size (0 and 1 on one GPU).
+#[derive(Clone, Copy)]
+struct Rank {
+    rank: usize,
+    world: usize,
+}
+
 fn run(args: &Args) -> Result<ExitCode, String> {
     let cfg = check_args(args)?;
+    #[cfg(feature = "cuda")]
+    if let Some(code) = parallel::launch_if_asked(args)? {
+        return Ok(code);
+    }
     scope::set_tracking(!args.no_tracking);
     scope::set_leak_policy(match args.leaks {
         Leaks::Warn => LeakPolicy::Warn,
         Leaks::Deny => LeakPolicy::Deny,
         Leaks::Allow => LeakPolicy::Allow,
     });
-    let dev = open_device(args.device)?;
+    #[cfg(feature = "cuda")]
+    let job = parallel::launch_env()?;
+    #[cfg(not(feature = "cuda"))]
+    let job: Option<()> = None;
+    let dev = match &job {
+        #[cfg(feature = "cuda")]
+        Some(env) => Device::cuda(env.local_rank).map_err(|e| e.to_string())?,
+        #[allow(unreachable_patterns)]
+        _ => open_device(args.device)?,
+    };
     eprintln!("device: {}", dev.description());
     if let Some(mib) = args.memory_limit_mib {
         dev.allocator().set_memory_limit(Some(mib << 20));
@@ -179,6 +224,32 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     );
 
     let model = Gpt::new(cfg, &dev, args.seed).map_err(|e| e.to_string())?;
+    #[cfg(feature = "cuda")]
+    let par = match &job {
+        Some(env) => Some(parallel::setup(env, &dev, &model.params())?),
+        None => None,
+    };
+    #[cfg(feature = "cuda")]
+    let (ddp, me) = match &par {
+        Some(p) => (
+            Some(&p.ddp),
+            Rank {
+                rank: p.rank(),
+                world: p.world(),
+            },
+        ),
+        None => (None, Rank { rank: 0, world: 1 }),
+    };
+    #[cfg(not(feature = "cuda"))]
+    let (ddp, me): (Option<&Ddp>, Rank) = (None, Rank { rank: 0, world: 1 });
+    if me.world > 1 {
+        eprintln!(
+            "data parallel: rank {} of {}, {} gradient bucket(s) averaged while backward runs",
+            me.rank,
+            me.world,
+            ddp.map_or(0, bucket_count)
+        );
+    }
     let mut opt = AdamW::new(model.params(), args.lr).weight_decay(WEIGHT_DECAY);
     eprintln!(
         "model: {} layers, {} heads, width {}, block {}, vocabulary {}: {} parameters ({}){}",
@@ -195,14 +266,19 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             ""
         }
     );
-    let mut batches = Batches::new(&tokens, cfg.block, args.seed + 100);
+    // Each rank its own batches, seeded as the reference seeds them.
+    let mut batches = Batches::new(&tokens, cfg.block, args.seed + 100 + me.rank as u64);
     let mut batch = args.batch;
     if args.find_batch_size {
         batch = find_batch_size(&model, &mut opt, &mut batches, &dev, args.checkpoint)?;
     }
 
     // The training loop, timed as the reference times it.
-    let bar = ProgressBar::new(args.steps as u64);
+    let bar = if me.rank == 0 {
+        ProgressBar::new(args.steps as u64)
+    } else {
+        ProgressBar::hidden()
+    };
     bar.set_style(
         ProgressStyle::with_template("step {pos}/{len} [{bar:30}] {msg}")
             .map_err(|e| e.to_string())?
@@ -210,12 +286,12 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     );
     dev.allocator().reset_peak_stats();
     let (mut times, mut losses) = (Vec::new(), Vec::new());
-    let tokens_per_step = (batch * cfg.block) as f64;
+    let tokens_per_step = (batch * cfg.block * me.world) as f64;
     for i in 0..args.steps {
         let (x, y) = upload(&mut batches, batch, cfg.block, &dev).map_err(|e| e.to_string())?;
         sync(&dev)?;
         let t = Instant::now();
-        let step = train_step(&model, &mut opt, &x, &y, args.checkpoint, None);
+        let step = train_step(&model, &mut opt, &x, &y, args.checkpoint, None, ddp);
         let loss = match step {
             Ok(loss) => loss,
             Err(e) => {
@@ -250,6 +326,16 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     );
     times.sort_by(f64::total_cmp);
     let ms = 1e3 * median(&times);
+    #[cfg(feature = "cuda")]
+    let identical = match &par {
+        Some(p) => Some(parallel::params_identical(p, &model.params())?),
+        None => None,
+    };
+    #[cfg(not(feature = "cuda"))]
+    let identical: Option<bool> = None;
+    if me.rank != 0 {
+        return leak_report(args, &model, &opt);
+    }
     let (first, last) = (losses[0], *losses.last().unwrap_or(&f64::NAN));
     eprintln!(
         "trained {} steps of {batch}×{}: {ms:.2} ms a step (median after {} warm-up steps), {:.0} tokens/s; loss {first:.4} → {last:.4} (floor {floor:.4}); peak allocated {}, peak reserved {} ({:.3}×)",
@@ -262,8 +348,10 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         peak_reserved as f64 / peak_allocated.max(1) as f64
     );
     println!(
-        "{{\"impl\": \"gpuscope {} eager\", \"gpus\": 1, \"params\": {}, \"bf16\": false, \"sdpa\": {}, \"checkpoint\": {}, \"layers\": {}, \"heads\": {}, \"embd\": {}, \"block\": {}, \"vocab\": {}, \"batch_per_gpu\": {batch}, \"steps\": {}, \"ms_per_step\": {:.3}, \"tokens_per_s\": {:.0}, \"peak_allocated\": {peak_allocated}, \"peak_reserved\": {peak_reserved}, \"first_loss\": {:.4}, \"last_loss\": {:.4}, \"entropy_floor\": {floor:.4}, \"data\": \"{}\", \"device\": \"{}\"}}",
+        "{{\"impl\": \"gpuscope {} eager\", \"gpus\": {}, \"params_identical\": {}, \"params\": {}, \"bf16\": false, \"sdpa\": {}, \"checkpoint\": {}, \"layers\": {}, \"heads\": {}, \"embd\": {}, \"block\": {}, \"vocab\": {}, \"batch_per_gpu\": {batch}, \"steps\": {}, \"ms_per_step\": {:.3}, \"tokens_per_s\": {:.0}, \"peak_allocated\": {peak_allocated}, \"peak_reserved\": {peak_reserved}, \"first_loss\": {:.4}, \"last_loss\": {:.4}, \"entropy_floor\": {floor:.4}, \"data\": \"{}\", \"device\": \"{}\"}}",
         env!("CARGO_PKG_VERSION"),
+        me.world,
+        identical.map_or("null".to_string(), |b| b.to_string()),
         model.numel(),
         args.sdpa,
         args.checkpoint,
@@ -292,6 +380,16 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         memory_timeline(args, path, &model, &mut opt, &mut batches, batch, &dev)?;
     }
     leak_report(args, &model, &opt)
+}
+
+#[cfg(feature = "cuda")]
+fn bucket_count(d: &Ddp) -> usize {
+    d.num_buckets()
+}
+
+#[cfg(not(feature = "cuda"))]
+fn bucket_count(d: &Ddp) -> usize {
+    match *d {}
 }
 
 fn median(sorted: &[f64]) -> f64 {
@@ -349,7 +447,7 @@ fn find_batch_size(
 ) -> Result<usize, String> {
     let block = model.cfg.block;
     let (x, y) = upload(batches, 1, block, dev).map_err(|e| e.to_string())?;
-    train_step(model, opt, &x, &y, checkpointed, None).map_err(|e| e.to_string())?;
+    train_step(model, opt, &x, &y, checkpointed, None, None).map_err(|e| e.to_string())?;
     drop((x, y));
     let fit = fit_batch_size(1 << 16, |b| {
         let r = (|| {
@@ -388,7 +486,8 @@ fn tracking_ab(
         let t0 = Instant::now();
         for _ in 0..args.ab_steps {
             let (x, y) = upload(batches, batch, block, dev).map_err(|e| e.to_string())?;
-            train_step(model, opt, &x, &y, args.checkpoint, None).map_err(|e| e.to_string())?;
+            train_step(model, opt, &x, &y, args.checkpoint, None, None)
+                .map_err(|e| e.to_string())?;
         }
         sync(dev)?;
         Ok(t0.elapsed().as_secs_f64() / args.ab_steps.max(1) as f64)
@@ -462,7 +561,8 @@ fn memory_timeline(
         recorder.sample(&format!("step {s}: start"));
         let r = recorder.clone();
         let probe: Probe = Arc::new(move |label: &str| r.sample(label));
-        train_step(model, opt, &x, &y, args.checkpoint, Some(&probe)).map_err(|e| e.to_string())?;
+        train_step(model, opt, &x, &y, args.checkpoint, Some(&probe), None)
+            .map_err(|e| e.to_string())?;
     }
     recorder.sample("after the last step");
     let samples = recorder

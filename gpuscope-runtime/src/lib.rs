@@ -44,6 +44,8 @@
 //! `tensor`; `ops` builds on both.
 //! - [`optim`]: optimizers ([`Sgd`], [`AdamW`]) and [`fit_batch_size`].
 //! - [`trace`]: record an allocator's trace and replay traces through it.
+//! - [`dist`]: several GPUs and processes: `torchrun`'s launch variables, a rendezvous
+//!   store, NCCL collectives on tensors.
 //! - `private` (hidden): what the expansions of `gpuscope-macros` call (the escape
 //!   dispatch, the async scope, the `sync` device guard, the `no_grad` future).
 //!
@@ -59,11 +61,12 @@ pub mod alloc;
 pub mod autograd;
 pub mod backend;
 pub mod device;
+pub mod dist;
 pub mod dtype;
 pub mod grad;
 pub mod intern;
-pub mod memory;
 pub mod kernels;
+pub mod memory;
 pub mod ops;
 pub mod optim;
 /// Support for the expansions of `gpuscope-macros`, reached as `gpuscope::__private`.

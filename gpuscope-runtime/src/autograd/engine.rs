@@ -9,7 +9,7 @@ use crate::grad::GradModeGuard;
 use crate::tensor::compute::{self as ops, Site};
 use crate::tensor::{GradFn, Tensor, TensorError};
 
-use super::{Edge, check_saved_versions, key, node_of};
+use super::{Edge, check_saved_versions, key, leaf_hook, node_of};
 
 pub(crate) fn backward(
     root: &Tensor,
@@ -43,7 +43,11 @@ pub(crate) fn backward(
     };
     match root.grad_fn() {
         Some(node) => run(node.clone(), seed, site),
-        None if root.requires_grad() => accumulate_leaf(root, seed, site),
+        None if root.requires_grad() => {
+            accumulate_leaf(root, seed, site)?;
+            leaf_hook::call(root);
+            Ok(())
+        }
         None => Err(TensorError::Autograd(
             "backward() on a tensor that does not require grad: no input of the computation required grad, or it ran under no_grad"
                 .into(),
@@ -54,15 +58,26 @@ pub(crate) fn backward(
 fn run(root: Arc<dyn GradFn>, seed: Tensor, site: Site) -> Result<(), TensorError> {
     // How many recorded consumers each node's output has.
     let mut deps: HashMap<*const (), usize> = HashMap::new();
+    // With a leaf hook: how many uses each leaf has, to know when its gradient is final.
+    let hooked = leaf_hook::is_set();
+    let mut leaf_uses: HashMap<crate::backend::DeviceAddr, usize> = HashMap::new();
     let mut seen: HashSet<*const ()> = HashSet::from([key(&root)]);
     let mut stack = vec![root.clone()];
     while let Some(n) = stack.pop() {
         for e in &node_of(&n).edges {
-            if let Edge::Node(c) = e {
-                *deps.entry(key(c)).or_default() += 1;
-                if seen.insert(key(c)) {
-                    stack.push(c.clone());
+            match e {
+                Edge::Node(c) => {
+                    *deps.entry(key(c)).or_default() += 1;
+                    if seen.insert(key(c)) {
+                        stack.push(c.clone());
+                    }
                 }
+                Edge::Leaf(l) if hooked => {
+                    if let Some(l) = l.upgrade() {
+                        *leaf_uses.entry(l.addr()).or_default() += 1;
+                    }
+                }
+                _ => {}
             }
         }
     }
@@ -134,8 +149,15 @@ fn run(root: Arc<dyn GradFn>, seed: Tensor, site: Site) -> Result<(), TensorErro
             match edge {
                 Edge::None => {}
                 Edge::Leaf(leaf) => {
-                    if let (Some(leaf), Some(g)) = (leaf.upgrade(), g) {
+                    let Some(leaf) = leaf.upgrade() else { continue };
+                    if let Some(g) = g {
                         accumulate_leaf(&leaf, g, site)?;
+                    }
+                    if let Some(left) = leaf_uses.get_mut(&leaf.addr()) {
+                        *left -= 1;
+                        if *left == 0 {
+                            leaf_hook::call(&leaf);
+                        }
                     }
                 }
                 Edge::Node(child) => {

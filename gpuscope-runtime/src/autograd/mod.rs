@@ -80,9 +80,11 @@
 mod checkpoint;
 mod engine;
 mod hook;
+mod leaf_hook;
 
 pub use checkpoint::checkpoint;
 pub use hook::on_backward;
+pub use leaf_hook::with_leaf_grad_hook;
 
 use std::sync::{Arc, Mutex};
 

@@ -318,7 +318,8 @@ impl CudaBackend {
         Ok(self.cuda_stream(stream)?.cu_stream())
     }
 
-    fn raw_event(&self, event: EventId) -> Result<sys::CUevent, BackendError> {
+    /// The driver handle of `event` (for cross-device waits).
+    pub fn raw_event(&self, event: EventId) -> Result<sys::CUevent, BackendError> {
         self.events
             .lock()
             .unwrap_or_else(|e| e.into_inner())

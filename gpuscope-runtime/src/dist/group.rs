@@ -1,0 +1,685 @@
+//! [`ProcessGroup`]: NCCL collectives on gpuscope tensors, for one process per GPU
+//! (launched by `torchrun` or anything that sets its variables) or one process driving
+//! several GPUs.
+//!
+//! Streams and memory: each device's communicator has a stream of its own. A collective
+//! makes that stream wait for the streams of its tensors, tells their allocator that the
+//! comm stream uses them (`record_stream`: their memory is not given to another stream
+//! before the collective is done), and returns a [`Work`]: [`Work::wait`] makes the
+//! tensors' streams wait for the collective (nothing blocks the host), and
+//! [`Work::synchronize`] blocks the host with a time-out. A watchdog thread aborts the
+//! communicators when a collective has not finished within the group's time-out (a rank
+//! died, or stopped calling collectives), so a blocked read of a result returns and
+//! every later call fails with the reason.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use super::DistError;
+use super::env::LaunchEnv;
+use super::nccl::comm::{self, Communicator};
+use super::nccl::ffi::{self, DataType};
+use super::rendezvous::Rendezvous;
+use crate::backend::{EventId, StreamId};
+use crate::device::Device;
+use crate::tensor::{DType, Tensor};
+
+/// How values are combined.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ReduceOp {
+    /// Sum.
+    Sum,
+    /// Product.
+    Prod,
+    /// Maximum.
+    Max,
+    /// Minimum.
+    Min,
+    /// Mean over ranks (NCCL 2.10+).
+    Avg,
+}
+
+impl ReduceOp {
+    fn raw(self) -> i32 {
+        match self {
+            ReduceOp::Sum => 0,
+            ReduceOp::Prod => 1,
+            ReduceOp::Max => 2,
+            ReduceOp::Min => 3,
+            ReduceOp::Avg => 4,
+        }
+    }
+}
+
+fn nccl_type(dtype: DType) -> DataType {
+    match dtype {
+        DType::F32 => DataType::Float32,
+        DType::F64 => DataType::Float64,
+        DType::F16 => DataType::Float16,
+        DType::BF16 => DataType::Bfloat16,
+        DType::I32 => DataType::Int32,
+        DType::I64 => DataType::Int64,
+        DType::U8 => DataType::Uint8,
+    }
+}
+
+struct Pending {
+    comm: usize,
+    event: EventId,
+    op: &'static str,
+    issued: Instant,
+}
+
+struct Inner {
+    comms: Vec<Communicator>,
+    world_size: usize,
+    timeout: Duration,
+    /// Collectives issued and not yet seen complete (the watchdog's list).
+    pending: Mutex<Vec<Pending>>,
+    /// Idle events per communicator.
+    events: Mutex<Vec<Vec<EventId>>>,
+    // Dropped after the communicators: rank 0's store must outlive every rank's init.
+    _rendezvous: Option<Rendezvous>,
+}
+
+/// A group of ranks that run collectives together. See the [module docs](self).
+///
+/// ```no_run
+/// use gpuscope_runtime::dist::{ProcessGroup, ReduceOp};
+/// use gpuscope_runtime::{Device, Tensor};
+///
+/// // Under `torchrun --nproc_per_node=2 --no-python ./my_program` (one process per GPU):
+/// let group = ProcessGroup::from_env().unwrap();
+/// let dev = group.devices()[0].clone();
+/// let grads = Tensor::ones(&[1024], &dev).unwrap();
+/// group.all_reduce(&[&grads], ReduceOp::Sum).unwrap().wait().unwrap();
+/// assert_eq!(grads.to_vec::<f32>().unwrap()[0], group.world_size() as f32);
+/// ```
+#[derive(Clone)]
+pub struct ProcessGroup {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ProcessGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessGroup")
+            .field("world_size", &self.inner.world_size)
+            .field("comms", &self.inner.comms)
+            .finish()
+    }
+}
+
+impl ProcessGroup {
+    /// One process per GPU: reads `torchrun`'s variables ([`LaunchEnv`]), opens CUDA
+    /// device `LOCAL_RANK`, meets the other ranks and starts NCCL.
+    pub fn from_env() -> Result<ProcessGroup, DistError> {
+        let env = LaunchEnv::from_env()?.ok_or_else(|| DistError::Env {
+            var: "RANK",
+            value: String::new(),
+            problem: "RANK and WORLD_SIZE are not set: launch with torchrun (or set RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or use ProcessGroup::local for one process driving several GPUs".into(),
+        })?;
+        let device = Device::cuda(env.local_rank)?;
+        ProcessGroup::init(&env, &device)
+    }
+
+    /// One process per GPU, with an explicit environment and device.
+    pub fn init(env: &LaunchEnv, device: &Device) -> Result<ProcessGroup, DistError> {
+        let rendezvous = Rendezvous::join(env)?;
+        let id = if env.rank == 0 {
+            Some(comm::id_bytes(&comm::unique_id()?))
+        } else {
+            None
+        };
+        let id = rendezvous.broadcast("nccl_id", id.as_deref())?;
+        let id = comm::id_from_bytes(&id)?;
+        let comms = Communicator::init(
+            &id,
+            env.world_size,
+            &[(env.rank, device.clone())],
+            env.timeout,
+        )?;
+        Ok(ProcessGroup::start(
+            comms,
+            env.world_size,
+            env.timeout,
+            Some(rendezvous),
+        ))
+    }
+
+    /// One process driving `devices` (rank `i` on `devices[i]`).
+    pub fn local(devices: &[Device], timeout: Duration) -> Result<ProcessGroup, DistError> {
+        if devices.is_empty() {
+            return Err(DistError::Argument {
+                op: "ProcessGroup::local",
+                problem: "no devices given".into(),
+            });
+        }
+        for (i, a) in devices.iter().enumerate() {
+            if devices[..i].contains(a) {
+                return Err(DistError::Argument {
+                    op: "ProcessGroup::local",
+                    problem: format!("{} is given twice: one rank per device", a.description()),
+                });
+            }
+        }
+        let id = comm::unique_id()?;
+        let ranks: Vec<(usize, Device)> = devices.iter().cloned().enumerate().collect();
+        let comms = Communicator::init(&id, devices.len(), &ranks, timeout)?;
+        Ok(ProcessGroup::start(comms, devices.len(), timeout, None))
+    }
+
+    fn start(
+        comms: Vec<Communicator>,
+        world_size: usize,
+        timeout: Duration,
+        rendezvous: Option<Rendezvous>,
+    ) -> ProcessGroup {
+        let n = comms.len();
+        let inner = Arc::new(Inner {
+            comms,
+            world_size,
+            timeout,
+            pending: Mutex::new(Vec::new()),
+            events: Mutex::new(vec![Vec::new(); n]),
+            _rendezvous: rendezvous,
+        });
+        let weak = Arc::downgrade(&inner);
+        let _ = std::thread::Builder::new()
+            .name("gpuscope-nccl-watchdog".into())
+            .spawn(move || watchdog(weak));
+        ProcessGroup { inner }
+    }
+
+    /// The first rank this process holds (its only one, for a process per GPU).
+    pub fn rank(&self) -> usize {
+        self.inner.comms[0].rank()
+    }
+
+    /// How many ranks the job has.
+    pub fn world_size(&self) -> usize {
+        self.inner.world_size
+    }
+
+    /// This process's devices, one per local rank.
+    pub fn devices(&self) -> Vec<Device> {
+        self.inner
+            .comms
+            .iter()
+            .map(|c| c.device().clone())
+            .collect()
+    }
+
+    /// The communication stream of local rank `i`.
+    pub fn stream(&self, i: usize) -> StreamId {
+        self.inner.comms[i].stream()
+    }
+
+    /// The time-out of waits for other ranks.
+    pub fn timeout(&self) -> Duration {
+        self.inner.timeout
+    }
+
+    /// Registers the tensors' memory with NCCL (one per local device), for NCCL's
+    /// zero-copy paths; deregistered when the returned value is dropped. NCCL refuses
+    /// (or quietly falls back for) memory that spans several physical allocations, as
+    /// virtual-memory segments do: register single-segment memory.
+    pub fn register(&self, tensors: &[&Tensor]) -> Result<Registration, DistError> {
+        self.check("register", tensors, "tensors")?;
+        let mut handles = Vec::with_capacity(tensors.len());
+        for (i, t) in tensors.iter().enumerate() {
+            match self.inner.comms[i].register(t.addr().0, t.nbytes()) {
+                Ok(h) => handles.push((i, h)),
+                Err(e) => {
+                    drop(Registration {
+                        group: self.clone(),
+                        handles,
+                        _tensors: Vec::new(),
+                    });
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Registration {
+            group: self.clone(),
+            handles,
+            _tensors: tensors.iter().map(|t| (*t).clone()).collect(),
+        })
+    }
+
+    /// Reduces each tensor across ranks in place (one tensor per local device).
+    pub fn all_reduce(&self, tensors: &[&Tensor], op: ReduceOp) -> Result<Work, DistError> {
+        const OP: &str = "all_reduce";
+        let dtype = self.check(OP, tensors, "tensors")?;
+        let ty = nccl_type(dtype) as i32;
+        self.run(OP, tensors, tensors, |i, nccl, comm, stream| {
+            let t = tensors[i];
+            // SAFETY: contiguous storage of `numel` elements on this comm's device.
+            unsafe {
+                (nccl.all_reduce)(
+                    t.addr().0 as *const _,
+                    t.addr().0 as *mut _,
+                    t.numel(),
+                    ty,
+                    op.raw(),
+                    comm,
+                    stream,
+                )
+            }
+        })
+    }
+
+    /// Copies rank `root`'s tensor into every rank's (one tensor per local device).
+    pub fn broadcast(&self, tensors: &[&Tensor], root: usize) -> Result<Work, DistError> {
+        const OP: &str = "broadcast";
+        let dtype = self.check(OP, tensors, "tensors")?;
+        if root >= self.world_size() {
+            return Err(arg(
+                OP,
+                format!("root {root} is not a rank (0..{})", self.world_size()),
+            ));
+        }
+        let ty = nccl_type(dtype) as i32;
+        self.run(OP, tensors, tensors, |i, nccl, comm, stream| {
+            let t = tensors[i];
+            // SAFETY: as for all_reduce.
+            unsafe {
+                (nccl.broadcast)(
+                    t.addr().0 as *const _,
+                    t.addr().0 as *mut _,
+                    t.numel(),
+                    ty,
+                    root as i32,
+                    comm,
+                    stream,
+                )
+            }
+        })
+    }
+
+    /// Gathers every rank's `inputs[i]` into `outputs[i]` (world size times as many
+    /// elements, rank order).
+    pub fn all_gather(&self, inputs: &[&Tensor], outputs: &[&Tensor]) -> Result<Work, DistError> {
+        const OP: &str = "all_gather";
+        let dtype = self.check(OP, inputs, "inputs")?;
+        self.check_pair(
+            OP,
+            inputs,
+            outputs,
+            dtype,
+            |i, o| o == i * self.world_size(),
+            "world size times the input's",
+        )?;
+        let ty = nccl_type(dtype) as i32;
+        let touched: Vec<&Tensor> = inputs.iter().chain(outputs).copied().collect();
+        self.run(OP, &touched, outputs, |i, nccl, comm, stream| {
+            // SAFETY: input and output storages sized as checked above.
+            unsafe {
+                (nccl.all_gather)(
+                    inputs[i].addr().0 as *const _,
+                    outputs[i].addr().0 as *mut _,
+                    inputs[i].numel(),
+                    ty,
+                    comm,
+                    stream,
+                )
+            }
+        })
+    }
+
+    /// Reduces `inputs[i]` across ranks and leaves rank r's share (chunk r of world
+    /// size equal chunks) in `outputs[i]`.
+    pub fn reduce_scatter(
+        &self,
+        inputs: &[&Tensor],
+        outputs: &[&Tensor],
+        op: ReduceOp,
+    ) -> Result<Work, DistError> {
+        const OP: &str = "reduce_scatter";
+        let dtype = self.check(OP, inputs, "inputs")?;
+        self.check_pair(
+            OP,
+            inputs,
+            outputs,
+            dtype,
+            |i, o| i == o * self.world_size(),
+            "the input's divided by the world size",
+        )?;
+        let ty = nccl_type(dtype) as i32;
+        let touched: Vec<&Tensor> = inputs.iter().chain(outputs).copied().collect();
+        self.run(OP, &touched, outputs, |i, nccl, comm, stream| {
+            // SAFETY: input and output storages sized as checked above.
+            unsafe {
+                (nccl.reduce_scatter)(
+                    inputs[i].addr().0 as *const _,
+                    outputs[i].addr().0 as *mut _,
+                    outputs[i].numel(),
+                    ty,
+                    op.raw(),
+                    comm,
+                    stream,
+                )
+            }
+        })
+    }
+
+    /// Checks one tensor per local device, contiguous, one dtype; returns the dtype.
+    fn check(&self, op: &'static str, tensors: &[&Tensor], what: &str) -> Result<DType, DistError> {
+        let comms = &self.inner.comms;
+        if tensors.len() != comms.len() {
+            return Err(arg(
+                op,
+                format!(
+                    "{} {what} given; this process holds {} rank(s): one tensor per local device",
+                    tensors.len(),
+                    comms.len()
+                ),
+            ));
+        }
+        let dtype = tensors[0].dtype();
+        for (i, (t, c)) in tensors.iter().zip(comms).enumerate() {
+            if t.device() != c.device() {
+                return Err(arg(
+                    op,
+                    format!(
+                        "{what}[{i}] is on {}, but local rank {i} drives {}",
+                        t.device().description(),
+                        c.device().description()
+                    ),
+                ));
+            }
+            if !t.is_contiguous() {
+                return Err(arg(
+                    op,
+                    format!("{what}[{i}] is a non-contiguous view: call .contiguous() first"),
+                ));
+            }
+            if t.dtype() != dtype {
+                return Err(arg(
+                    op,
+                    format!("{what}[{i}] is {:?} but {what}[0] is {dtype:?}", t.dtype()),
+                ));
+            }
+        }
+        if tensors.iter().any(|t| t.numel() != tensors[0].numel()) {
+            return Err(arg(op, format!("the {what} differ in size")));
+        }
+        Ok(dtype)
+    }
+
+    fn check_pair(
+        &self,
+        op: &'static str,
+        inputs: &[&Tensor],
+        outputs: &[&Tensor],
+        dtype: DType,
+        fits: impl Fn(usize, usize) -> bool,
+        rule: &str,
+    ) -> Result<(), DistError> {
+        let out_dtype = self.check(op, outputs, "outputs")?;
+        if out_dtype != dtype {
+            return Err(arg(
+                op,
+                format!("outputs are {out_dtype:?} but inputs are {dtype:?}"),
+            ));
+        }
+        let (i, o) = (inputs[0].numel(), outputs[0].numel());
+        if !fits(i, o) {
+            return Err(arg(
+                op,
+                format!(
+                    "outputs have {o} elements and inputs {i}: an output's size must be {rule} (world size {})",
+                    self.world_size()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Orders the comm streams after `touched`'s streams, records the comm streams'
+    /// use of their memory, issues `call` for every local rank (grouped when there are
+    /// several), bumps the outputs' versions, and returns the completion.
+    fn run(
+        &self,
+        op: &'static str,
+        touched: &[&Tensor],
+        outputs: &[&Tensor],
+        call: impl Fn(usize, &ffi::Nccl, ffi::Comm, ffi::Stream) -> ffi::NcclResult,
+    ) -> Result<Work, DistError> {
+        let inner = &self.inner;
+        for t in touched {
+            let i = inner
+                .comms
+                .iter()
+                .position(|c| c.device() == t.device())
+                .expect("checked: every tensor is on a local device");
+            let comm = &inner.comms[i];
+            if t.stream() != comm.stream() {
+                let e = self.event(i)?;
+                let backend = t.device().backend();
+                backend.record_event(e, t.stream())?;
+                backend.stream_wait_event(comm.stream(), e)?;
+                self.recycle(i, e);
+            }
+            t.record_stream(comm.stream())?;
+        }
+        let nccl = comm::library()?;
+        let grouped = inner.comms.len() > 1;
+        if grouped {
+            // SAFETY: a plain group; closed below on every path.
+            unsafe { (nccl.group_start)() };
+        }
+        let mut result = Ok(());
+        for (i, c) in inner.comms.iter().enumerate() {
+            result = c.submit(op, inner.timeout, |nccl, raw, stream| {
+                call(i, nccl, raw, stream)
+            });
+            if result.is_err() {
+                break;
+            }
+        }
+        if grouped {
+            // SAFETY: closes the group.
+            let r = unsafe { (nccl.group_end)() };
+            if result.is_ok() && r != ffi::SUCCESS && r != ffi::IN_PROGRESS {
+                result = Err(DistError::Nccl {
+                    call: "ncclGroupEnd",
+                    message: nccl.error_string(r),
+                });
+            }
+            if result.is_ok() {
+                for c in &inner.comms {
+                    c.wait_ready(Instant::now(), inner.timeout, op)?;
+                }
+            }
+        }
+        result?;
+        for t in outputs {
+            t.increment_version();
+        }
+        let mut events = Vec::with_capacity(inner.comms.len());
+        for (i, c) in inner.comms.iter().enumerate() {
+            let e = self.event(i)?;
+            c.device().backend().record_event(e, c.stream())?;
+            let watch = self.event(i)?;
+            c.device().backend().record_event(watch, c.stream())?;
+            inner
+                .pending
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Pending {
+                    comm: i,
+                    event: watch,
+                    op,
+                    issued: Instant::now(),
+                });
+            events.push((i, e));
+        }
+        Ok(Work {
+            group: self.clone(),
+            op,
+            events,
+            outputs: outputs.iter().map(|t| (*t).clone()).collect(),
+        })
+    }
+
+    fn event(&self, comm: usize) -> Result<EventId, DistError> {
+        let idle = self.inner.events.lock().unwrap_or_else(|e| e.into_inner())[comm].pop();
+        match idle {
+            Some(e) => Ok(e),
+            None => Ok(self.inner.comms[comm].device().backend().create_event()?),
+        }
+    }
+
+    fn recycle(&self, comm: usize, e: EventId) {
+        self.inner.events.lock().unwrap_or_else(|e| e.into_inner())[comm].push(e);
+    }
+}
+
+/// A collective in flight. Dropping it without [`wait`](Self::wait) is allowed: the
+/// tensors' allocator already knows the comm stream uses them.
+#[must_use = "call .wait() before using the results on their stream"]
+pub struct Work {
+    group: ProcessGroup,
+    op: &'static str,
+    events: Vec<(usize, EventId)>,
+    outputs: Vec<Tensor>,
+}
+
+impl Work {
+    /// Makes the outputs' streams wait for the collective (the host does not block).
+    pub fn wait(self) -> Result<(), DistError> {
+        for t in &self.outputs {
+            let (_, e) = self
+                .events
+                .iter()
+                .find(|(i, _)| self.group.inner.comms[*i].device() == t.device())
+                .expect("every output is on a local device");
+            t.device().backend().stream_wait_event(t.stream(), *e)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the collective has finished on every local device.
+    pub fn is_completed(&self) -> Result<bool, DistError> {
+        for (i, e) in &self.events {
+            if !self.group.inner.comms[*i]
+                .device()
+                .backend()
+                .query_event(*e)?
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Blocks the host until the collective has finished, for at most the group's
+    /// time-out; past it the communicators are aborted and the error names the
+    /// collective.
+    pub fn synchronize(self) -> Result<(), DistError> {
+        let start = Instant::now();
+        let timeout = self.group.inner.timeout;
+        loop {
+            if self.is_completed()? {
+                return Ok(());
+            }
+            for c in &self.group.inner.comms {
+                let r = c.async_error();
+                if r != ffi::SUCCESS && r != ffi::IN_PROGRESS {
+                    let message = comm::library()?.error_string(r);
+                    c.abort(&message);
+                    return Err(DistError::Nccl {
+                        call: self.op,
+                        message,
+                    });
+                }
+            }
+            if start.elapsed() >= timeout {
+                let what = format!(
+                    "{} to finish (a rank died or stopped calling collectives)",
+                    self.op
+                );
+                for c in &self.group.inner.comms {
+                    c.abort(&what);
+                }
+                return Err(DistError::Timeout {
+                    what,
+                    after: start.elapsed(),
+                });
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    }
+}
+
+impl Drop for Work {
+    fn drop(&mut self) {
+        for (i, e) in self.events.drain(..) {
+            self.group.recycle(i, e);
+        }
+    }
+}
+
+/// Memory registered with NCCL ([`ProcessGroup::register`]); the tensors stay alive
+/// until it is dropped, and are deregistered then.
+pub struct Registration {
+    group: ProcessGroup,
+    handles: Vec<(usize, super::nccl::comm::RegHandle)>,
+    _tensors: Vec<Tensor>,
+}
+
+impl std::fmt::Debug for Registration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Registration({} buffers)", self.handles.len())
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        for (i, h) in self.handles.drain(..) {
+            if let Err(e) = self.group.inner.comms[i].deregister(h) {
+                tracing::warn!(target: "gpuscope::dist", error = %e, "ncclCommDeregister failed");
+            }
+        }
+    }
+}
+
+/// Aborts the communicators of a group whose collective has not finished within the
+/// time-out, so that nothing waits on a dead rank forever.
+fn watchdog(group: Weak<Inner>) {
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let Some(inner) = group.upgrade() else { return };
+        let mut pending = inner.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let mut expired = None;
+        pending.retain(|p| {
+            let backend = inner.comms[p.comm].device().backend();
+            match backend.query_event(p.event) {
+                Ok(true) => {
+                    let _ = backend.destroy_event(p.event);
+                    false
+                }
+                Ok(false) if p.issued.elapsed() > inner.timeout => {
+                    expired.get_or_insert((p.op, p.issued.elapsed()));
+                    true
+                }
+                _ => true,
+            }
+        });
+        drop(pending);
+        if let Some((op, after)) = expired {
+            let reason = format!(
+                "{op} did not finish within {after:?}: a rank died or stopped calling collectives; the communicators were aborted"
+            );
+            tracing::error!(target: "gpuscope::dist", "{reason}");
+            for c in &inner.comms {
+                c.abort(&reason);
+            }
+            return;
+        }
+    }
+}
+
+fn arg(op: &'static str, problem: String) -> DistError {
+    DistError::Argument { op, problem }
+}

@@ -1,0 +1,387 @@
+//! [`Communicator`]: one NCCL communicator, one GPU, one stream of its own.
+//!
+//! Communicators are created non-blocking: every NCCL call returns at once and its
+//! completion is polled with `ncclCommGetAsyncError` under a deadline, so a rank that
+//! never joins or dies becomes a [`DistError::Timeout`] (after `ncclCommAbort`) on the
+//! ranks that wait for it, never a hang.
+
+use std::ffi::c_void;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::ffi::{self, Config, Nccl, UniqueId};
+use crate::backend::StreamId;
+use crate::backend::cuda::CudaBackend;
+use crate::device::Device;
+use crate::dist::DistError;
+
+/// One rank's NCCL communicator on one device.
+pub struct Communicator {
+    nccl: &'static Nccl,
+    raw: ffi::Comm,
+    rank: usize,
+    size: usize,
+    device: Device,
+    stream: StreamId,
+    cu_stream: ffi::Stream,
+    /// NCCL calls on one communicator are issued one at a time.
+    lock: Mutex<()>,
+    /// Set once the communicator failed or was aborted: later calls fail at once.
+    broken: Mutex<Option<String>>,
+}
+
+// SAFETY: the raw handles are used under `lock`; NCCL communicators may be used from
+// any thread as long as calls on one are not concurrent.
+unsafe impl Send for Communicator {}
+unsafe impl Sync for Communicator {}
+
+impl std::fmt::Debug for Communicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Communicator")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("device", &self.device)
+            .field("stream", &self.stream)
+            .finish()
+    }
+}
+
+/// The loaded NCCL, or why there is none.
+pub fn library() -> Result<&'static Nccl, DistError> {
+    ffi::nccl().map_err(|message| DistError::Nccl {
+        call: "loading libnccl",
+        message,
+    })
+}
+
+/// A fresh NCCL id (rank 0 makes it and shares it).
+pub fn unique_id() -> Result<UniqueId, DistError> {
+    let nccl = library()?;
+    let mut id = UniqueId { internal: [0; 128] };
+    // SAFETY: writes the 128-byte id.
+    let r = unsafe { (nccl.get_unique_id)(&mut id) };
+    check(nccl, r, "ncclGetUniqueId", std::ptr::null_mut())?;
+    Ok(id)
+}
+
+/// The id's bytes, for the store.
+pub fn id_bytes(id: &UniqueId) -> Vec<u8> {
+    id.internal.iter().map(|&c| c as u8).collect()
+}
+
+/// An id from the store's bytes.
+pub fn id_from_bytes(bytes: &[u8]) -> Result<UniqueId, DistError> {
+    if bytes.len() != 128 {
+        return Err(DistError::Argument {
+            op: "rendezvous",
+            problem: format!("an NCCL id of {} bytes (expected 128)", bytes.len()),
+        });
+    }
+    let mut id = UniqueId { internal: [0; 128] };
+    for (d, s) in id.internal.iter_mut().zip(bytes) {
+        *d = *s as std::ffi::c_char;
+    }
+    Ok(id)
+}
+
+fn cuda(device: &Device) -> Result<&CudaBackend, DistError> {
+    device
+        .backend()
+        .as_any()
+        .downcast_ref::<CudaBackend>()
+        .ok_or_else(|| DistError::Argument {
+            op: "NCCL",
+            problem: format!(
+                "{} is not a CUDA device: collectives need CUDA devices",
+                device.description()
+            ),
+        })
+}
+
+impl Communicator {
+    /// Creates the communicators of `ranks` (rank, device) pairs of one job in this
+    /// process (one, for a process per GPU; several for one process driving several
+    /// GPUs), all with the same `id` and `size`, waiting up to `timeout` for every rank
+    /// of the job to join.
+    pub fn init(
+        id: &UniqueId,
+        size: usize,
+        ranks: &[(usize, Device)],
+        timeout: Duration,
+    ) -> Result<Vec<Communicator>, DistError> {
+        let nccl = library()?;
+        let mut made: Vec<Communicator> = Vec::with_capacity(ranks.len());
+        let grouped = ranks.len() > 1;
+        // SAFETY: plain NCCL calls; grouped inits are how one thread makes several.
+        if grouped {
+            check(
+                nccl,
+                unsafe { (nccl.group_start)() },
+                "ncclGroupStart",
+                std::ptr::null_mut(),
+            )?;
+        }
+        let mut failed = None;
+        for (rank, device) in ranks {
+            let made_one = (|| {
+                let backend = cuda(device)?;
+                backend
+                    .context()
+                    .bind_to_thread()
+                    .map_err(|e| DistError::Nccl {
+                        call: "cuCtxSetCurrent",
+                        message: e.to_string(),
+                    })?;
+                let stream = backend.create_stream()?;
+                let cu_stream = backend.cuda_stream(stream)?.cu_stream() as ffi::Stream;
+                let mut raw: ffi::Comm = std::ptr::null_mut();
+                let mut config = Config::new(false);
+                // SAFETY: `raw` receives the communicator; id and config are valid.
+                let r = unsafe {
+                    (nccl.comm_init_rank_config)(
+                        &mut raw,
+                        size as i32,
+                        *id,
+                        *rank as i32,
+                        &mut config,
+                    )
+                };
+                if r != ffi::SUCCESS && r != ffi::IN_PROGRESS {
+                    return Err(nccl_error(nccl, r, "ncclCommInitRankConfig", raw));
+                }
+                Ok(Communicator {
+                    nccl,
+                    raw,
+                    rank: *rank,
+                    size,
+                    device: device.clone(),
+                    stream,
+                    cu_stream,
+                    lock: Mutex::new(()),
+                    broken: Mutex::new(None),
+                })
+            })();
+            match made_one {
+                Ok(c) => made.push(c),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if grouped {
+            // SAFETY: closes the group opened above.
+            let r = unsafe { (nccl.group_end)() };
+            if failed.is_none() && r != ffi::SUCCESS && r != ffi::IN_PROGRESS {
+                failed = Some(nccl_error(nccl, r, "ncclGroupEnd", std::ptr::null_mut()));
+            }
+        }
+        if let Some(e) = failed {
+            for c in &made {
+                c.abort("another communicator of this process failed to start");
+            }
+            return Err(e);
+        }
+        let start = Instant::now();
+        for c in &made {
+            if let Err(e) = c.wait_ready(start, timeout, "joining the NCCL communicator") {
+                for c in &made {
+                    c.abort("a communicator failed to start");
+                }
+                return Err(e);
+            }
+        }
+        Ok(made)
+    }
+
+    /// This communicator's rank.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// How many ranks the communicator has.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Its device.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The stream its collectives run on.
+    pub fn stream(&self) -> StreamId {
+        self.stream
+    }
+
+    /// Runs `f` (NCCL calls that enqueue work on this communicator's stream) and waits
+    /// up to `timeout` for NCCL to accept them (not for the work to finish).
+    pub(crate) fn submit(
+        &self,
+        what: &'static str,
+        timeout: Duration,
+        f: impl FnOnce(&Nccl, ffi::Comm, ffi::Stream) -> ffi::NcclResult,
+    ) -> Result<(), DistError> {
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.check_alive()?;
+        cuda(&self.device)?
+            .context()
+            .bind_to_thread()
+            .map_err(|e| DistError::Nccl {
+                call: "cuCtxSetCurrent",
+                message: e.to_string(),
+            })?;
+        let r = f(self.nccl, self.raw, self.cu_stream);
+        if r != ffi::SUCCESS && r != ffi::IN_PROGRESS {
+            let e = nccl_error(self.nccl, r, what, self.raw);
+            self.abort(&e.to_string());
+            return Err(e);
+        }
+        self.wait_ready(Instant::now(), timeout, what)
+    }
+
+    /// Polls NCCL's state until the last call finished, failed, or `timeout` passed
+    /// since `start` (then the communicator is aborted).
+    pub(crate) fn wait_ready(
+        &self,
+        start: Instant,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<(), DistError> {
+        let mut spins = 0u32;
+        loop {
+            match self.async_error() {
+                ffi::SUCCESS => return Ok(()),
+                ffi::IN_PROGRESS => {}
+                r => {
+                    let e = nccl_error(self.nccl, r, "ncclCommGetAsyncError", self.raw);
+                    self.abort(&e.to_string());
+                    return Err(e);
+                }
+            }
+            if start.elapsed() >= timeout {
+                let e = DistError::Timeout {
+                    what: format!(
+                        "{what} on rank {} of {} ({}): another rank did not take part (did it die, or call a different collective?)",
+                        self.rank,
+                        self.size,
+                        self.device.description()
+                    ),
+                    after: start.elapsed(),
+                };
+                self.abort(&e.to_string());
+                return Err(e);
+            }
+            spins += 1;
+            if spins < 1000 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+
+    /// NCCL's asynchronous state (`ncclSuccess`, `ncclInProgress`, or an error).
+    pub(crate) fn async_error(&self) -> ffi::NcclResult {
+        let mut state = ffi::SUCCESS;
+        // SAFETY: a live communicator; writes one int.
+        let r = unsafe { (self.nccl.comm_get_async_error)(self.raw, &mut state) };
+        if r != ffi::SUCCESS { r } else { state }
+    }
+
+    /// Aborts the communicator (NCCL stops its kernels and threads); later calls fail
+    /// with `reason`.
+    pub(crate) fn abort(&self, reason: &str) {
+        let mut broken = self.broken.lock().unwrap_or_else(|e| e.into_inner());
+        if broken.is_some() {
+            return;
+        }
+        *broken = Some(reason.to_string());
+        // SAFETY: a live communicator, aborted once; it is not destroyed afterwards.
+        unsafe { (self.nccl.comm_abort)(self.raw) };
+    }
+
+    fn check_alive(&self) -> Result<(), DistError> {
+        match &*self.broken.lock().unwrap_or_else(|e| e.into_inner()) {
+            None => Ok(()),
+            Some(reason) => Err(DistError::Nccl {
+                call: "NCCL communicator",
+                message: format!("it was aborted earlier: {reason}"),
+            }),
+        }
+    }
+
+    /// Registers `len` bytes at `addr` with the communicator (NCCL's zero-copy paths);
+    /// returns the handle to deregister with.
+    pub fn register(&self, addr: u64, len: usize) -> Result<RegHandle, DistError> {
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.check_alive()?;
+        let mut handle = std::ptr::null_mut();
+        // SAFETY: `addr..addr+len` is device memory of this communicator's device.
+        let r =
+            unsafe { (self.nccl.comm_register)(self.raw, addr as *mut c_void, len, &mut handle) };
+        check(self.nccl, r, "ncclCommRegister", self.raw)?;
+        Ok(RegHandle(handle))
+    }
+
+    /// Undoes [`register`](Self::register).
+    pub fn deregister(&self, handle: RegHandle) -> Result<(), DistError> {
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        // SAFETY: a handle from `register` on this communicator, used once.
+        let r = unsafe { (self.nccl.comm_deregister)(self.raw, handle.0) };
+        check(self.nccl, r, "ncclCommDeregister", self.raw)
+    }
+}
+
+/// A registration of memory with one communicator ([`Communicator::register`]).
+#[derive(Debug)]
+pub struct RegHandle(*mut c_void);
+
+// SAFETY: an opaque NCCL handle, used under the communicator's lock.
+unsafe impl Send for RegHandle {}
+unsafe impl Sync for RegHandle {}
+
+impl Drop for Communicator {
+    fn drop(&mut self) {
+        let broken = self
+            .broken
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        if broken {
+            return; // aborted: NCCL freed it
+        }
+        if let Ok(b) = cuda(&self.device) {
+            let _ = b.context().bind_to_thread();
+            let _ = b.synchronize_stream(self.stream);
+        }
+        // SAFETY: a live communicator whose work has finished; destroyed once.
+        unsafe { (self.nccl.comm_destroy)(self.raw) };
+    }
+}
+
+fn check(
+    nccl: &Nccl,
+    r: ffi::NcclResult,
+    call: &'static str,
+    comm: ffi::Comm,
+) -> Result<(), DistError> {
+    if r == ffi::SUCCESS {
+        Ok(())
+    } else {
+        Err(nccl_error(nccl, r, call, comm))
+    }
+}
+
+fn nccl_error(nccl: &Nccl, r: ffi::NcclResult, call: &'static str, comm: ffi::Comm) -> DistError {
+    // SAFETY: `comm` is a communicator of this library, or null.
+    let last = unsafe { nccl.last_error(comm) };
+    let mut message = nccl.error_string(r);
+    if !last.is_empty() {
+        message = format!("{message}: {last}");
+    }
+    message.push_str(" (NCCL_DEBUG=WARN prints NCCL's own account)");
+    DistError::Nccl { call, message }
+}
+
+use crate::backend::Backend as _;
