@@ -4,48 +4,42 @@
 //! PyTorch's semantics, tensors (with operations, autograd and optimizers) whose
 //! storage comes from it, scopes that track them, and allocation traces.
 //!
-//! Where things live:
+//! Where things live, from the bottom layer up (each module uses only modules listed
+//! before it; `tests/architecture.rs` checks that no import cycle appears):
+//! - leaves that import nothing else of the crate: [`dtype`] ([`DType`]), [`intern`]
+//!   (device labels, long shapes), [`trace_format`] (the allocation trace format), and
+//!   [`grad`] (grad mode, [`no_grad`]);
+//! - [`record`]: plain data: tracking records, leak reports, allocation histories,
+//!   memory snapshots;
 //! - [`backend`]: the [`Backend`](backend::Backend) trait (raw memory, streams, events,
 //!   memory information) and its implementations: `cuda` (cudarc, feature `cuda`),
 //!   [`host`](backend::host) (the embedded default), [`test`](backend::test)
-//!   (deterministic, with fault injection).
+//!   (deterministic, with fault injection); [`kernels`]: the CUDA C source of the
+//!   kernels, compiled by NVRTC, with the per-device modules and cuBLAS handles;
 //! - [`alloc`]: the [`CachingAllocator`](alloc::CachingAllocator): pools, blocks,
-//!   segments, stream fences, statistics, configuration, out-of-memory reports.
-//! - [`device`]: [`Device`], one allocator per device, and [`DeviceBuffer`].
+//!   segments, stream fences, statistics, configuration, out-of-memory reports;
+//!   [`trace`]: traces replayed through it;
+//! - [`device`]: [`Device`], one allocator per device, and [`DeviceBuffer`];
+//! - [`scope`]: per-thread scopes that track records of what is made inside them, leak
+//!   reports (through `tracing`, or to stderr when no subscriber is set, with a summary
+//!   at exit), [`report_live`]; a scope fences the streams its memory used when it
+//!   exits;
 //! - [`tensor`]: [`Tensor`]: storage from the allocator, dtype, shape and strides (views
-//!   such as `transpose` share storage), device, stream;
-//!   constructors that remember the line that called them; the kernels of every
-//!   operation, which record nothing (`tensor::compute`).
-//! - [`kernels`]: the CUDA C source of the kernels, compiled by NVRTC, and the
-//!   per-device modules and cuBLAS handles.
-//! - [`ops`]: the operations on tensors (arithmetic, activations, reductions, losses,
-//!   matrix products, views, layer norm, embedding, attention), each recording its
-//!   backward step for autograd.
-//! - [`scope`]: per-thread scopes that own the tensors made inside them, escape by
-//!   return, [`keep`], leak reports (through `tracing`, or to stderr when no subscriber
-//!   is set, with a summary at exit), [`report_live`]; a scope fences the streams its
-//!   tensors used when it exits.
-//! - [`record`]: the record layer, plain data below both scopes and tensors: tracking
-//!   records, leak reports, allocation histories, memory snapshots.
-//! - [`memory`]: [`memory::snapshot`], [`memory::record_history`], their JSON format
-//!   (feature `serde`) and the HTML memory viewer (feature `viewer`).
-//! - Leaf modules that import nothing else of the crate: [`dtype`] ([`DType`]) and
-//!   [`intern`] (device labels, long shapes).
-//!
-//! The arrows run one way: `tensor` → `scope` → `device` → `alloc` → `backend`, and
-//! each of them → `record` → `dtype`, `intern`; `memory` sits on top.
-//! - [`grad`]: grad mode ([`no_grad`]).
+//!   such as `transpose` share storage), device, stream; constructors that remember
+//!   the line that called them; the kernels of every operation, which record nothing
+//!   (`tensor::compute`); a tensor holds its autograd node behind a small trait;
+//! - [`escape`]: what leaves a scope on purpose: [`ScopeValue`], [`keep`],
+//!   `ScopeGuard::escape`, [`escape::scoped`];
 //! - [`autograd`]: the recorded graph and `Tensor::backward`; saved tensors live
 //!   exactly as long as the graph, and `backward()` refuses those changed in place
-//!   since they were saved ([`Tensor::version`]); activation checkpointing.
-//!
-//! Arrows run one way: `tensor` (the core and its raw kernels) knows nothing of
-//! autograd (a tensor holds its node behind a small trait); `autograd` builds on
-//! `tensor`; `ops` builds on both.
-//! - [`optim`]: optimizers ([`Sgd`], [`AdamW`]) and [`fit_batch_size`].
-//! - [`trace`]: record an allocator's trace and replay traces through it.
+//!   since they were saved ([`Tensor::version`]); activation checkpointing;
+//! - [`ops`]: the operations on tensors (arithmetic, activations, reductions, losses,
+//!   matrix products, views, layer norm, embedding, attention), each recording its
+//!   backward step; [`optim`]: optimizers ([`Sgd`], [`AdamW`]) and [`fit_batch_size`];
+//! - [`memory`]: [`memory::snapshot`], [`memory::record_history`], their JSON format
+//!   (feature `serde`) and the HTML memory viewer (feature `viewer`);
 //! - [`dist`]: several GPUs and processes: `torchrun`'s launch variables, a rendezvous
-//!   store, NCCL collectives on tensors.
+//!   store, NCCL collectives on tensors, data parallelism;
 //! - `private` (hidden): what the expansions of `gpuscope-macros` call (the escape
 //!   dispatch, the async scope, the `sync` device guard, the `no_grad` future).
 //!
@@ -63,6 +57,7 @@ pub mod backend;
 pub mod device;
 pub mod dist;
 pub mod dtype;
+pub mod escape;
 pub mod grad;
 pub mod intern;
 pub mod kernels;
@@ -77,11 +72,13 @@ pub mod record;
 pub mod scope;
 pub mod tensor;
 pub mod trace;
+pub mod trace_format;
 
 pub use device::{Device, DeviceBuffer, DeviceError};
+pub use escape::{ScopeValue, keep};
 pub use grad::{is_grad_enabled, no_grad};
 pub use optim::{AdamW, Optimizer, Sgd, fit_batch_size};
-pub use scope::{LeakPolicy, ScopeValue, keep, report_live};
+pub use scope::{LeakPolicy, report_live};
 pub use tensor::{DType, Tensor, TensorError};
 
 /// Formats a byte count for people: `512 B`, `1.50 KiB`, `2.00 GiB`.

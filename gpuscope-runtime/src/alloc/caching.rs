@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::backend::{Backend, DeviceAddr, StreamId};
-use crate::trace::Trace;
+use crate::trace_format::Trace;
 
 use super::config::{AllocConfig, ConfigError};
 use super::oom::{AllocError, LiveAllocation};

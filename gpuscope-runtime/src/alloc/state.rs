@@ -17,7 +17,7 @@
 use std::sync::Arc;
 
 use crate::backend::{Backend, BackendError, StreamId};
-use crate::trace::TraceOp;
+use crate::trace_format::TraceOp;
 
 use super::block::{BlockSlab, BlockState, NIL};
 use super::config::AllocConfig;

@@ -204,7 +204,7 @@ fn accumulate_leaf(leaf: &Tensor, g: Tensor, site: Site) -> Result<(), TensorErr
             } else {
                 ops::copy_at(&g, site)?
             };
-            crate::scope::keep(&g);
+            crate::keep(&g);
             leaf.set_grad(Some(g));
             Ok(())
         }

@@ -122,7 +122,7 @@ impl DistributedDataParallel {
                 return Ok(());
             }
             let flat = Tensor::zeros_dtype(&[*elems], dtype, device)?;
-            crate::scope::keep(&flat);
+            crate::keep(&flat);
             buckets.push(Bucket {
                 flat,
                 params: std::mem::take(current),
@@ -205,7 +205,7 @@ impl DistributedDataParallel {
                     Some(g) => g.copy_from(&avg)?,
                     None => {
                         let g = avg.reshape(p.shape())?.deep_clone()?;
-                        crate::scope::keep(&g);
+                        crate::keep(&g);
                         p.set_grad(Some(g));
                     }
                 }

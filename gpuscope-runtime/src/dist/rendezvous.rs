@@ -18,7 +18,7 @@ use super::store::{StoreClient, StoreServer};
 ///
 /// // Two ranks, as two threads (in a real job: two processes, or two machines).
 /// let port = { std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port() };
-/// let env = |rank| LaunchEnv {
+/// let env = move |rank| LaunchEnv {
 ///     rank, world_size: 2, local_rank: rank, master_addr: "127.0.0.1".into(),
 ///     master_port: port, agent_store: false, timeout: Duration::from_secs(10),
 /// };

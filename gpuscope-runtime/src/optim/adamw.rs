@@ -3,7 +3,7 @@
 use std::panic::Location;
 
 use crate::grad::GradModeGuard;
-use crate::scope::keep;
+use crate::keep;
 use crate::tensor::compute::full_like;
 use crate::tensor::compute::optim::{AdamWStep, adamw_all_};
 use crate::tensor::{Tensor, TensorError};

@@ -3,7 +3,7 @@
 use std::panic::Location;
 
 use crate::grad::GradModeGuard;
-use crate::scope::keep;
+use crate::keep;
 use crate::tensor::compute::copy_at;
 use crate::tensor::{Tensor, TensorError};
 

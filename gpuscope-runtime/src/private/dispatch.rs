@@ -12,7 +12,8 @@
 //! The dispatch must be written where the type is concrete, so the expansion calls the
 //! [`escape!`](crate::__gpuscope_escape) macro, which writes it.
 
-use crate::scope::{ScopeGuard, ScopeValue};
+use crate::ScopeValue;
+use crate::scope::ScopeGuard;
 
 /// A reference to a returned value, the receiver of the dispatch.
 pub struct Escapee<'a, T: ?Sized>(pub &'a T);

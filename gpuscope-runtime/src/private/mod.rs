@@ -17,11 +17,12 @@ mod no_grad;
 mod sync_device;
 
 pub use crate::__gpuscope_escape as escape;
+pub use crate::ScopeValue;
 pub use crate::device::Device;
 pub use crate::grad::GradModeGuard;
 use crate::scope::ScopeOptions;
-pub use crate::scope::future::{ScopeFuture, scope_future};
-pub use crate::scope::{LeakPolicy, ScopeGuard, ScopeValue};
+pub use crate::scope::{LeakPolicy, ScopeGuard};
+pub use crate::scope::{ScopeFuture, scope_future};
 pub use crate::tensor::Tensor;
 pub use no_grad::{NoGradFuture, no_grad_future};
 pub use sync_device::SyncDevice;

@@ -2,69 +2,15 @@
 //! future completes or is dropped. While the future is not being polled its frame is
 //! kept aside, so other tasks on the same thread never see it.
 //!
-//! [`Scoped`] (from [`scoped`]) escapes its output as a [`ScopeValue`]; [`ScopeFuture`]
-//! (from [`scope_future`], what `#[gpu_scope]` on an `async fn` expands to) hands its
-//! output of any type to an escape function instead. Both poll through [`ScopeState`].
+//! [`ScopeFuture`] (from [`scope_future`], what `#[gpu_scope]` on an `async fn` expands
+//! to) hands its output, of any type, to an escape function inside the scope when it
+//! completes (`crate::escape::scoped` passes one that escapes its tensors).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use super::ScopeValue;
 use super::stack::{Frame, ScopeGuard, ScopeOptions, with_scopes};
-
-/// A future running inside a scope. Made by [`scoped`].
-pub struct Scoped<F> {
-    // Declared first, so dropped first: an unfinished future's scope closes while its
-    // locals are still alive (they are reported), then the future drops.
-    state: ScopeState,
-    future: F,
-}
-
-/// Runs `future` inside a scope described by `options`; the tensors in its output move
-/// to the scope of whoever polls it.
-///
-/// ```
-/// use gpuscope_runtime::scope::{scoped, ScopeOptions, LeakPolicy, set_tracking};
-/// use gpuscope_runtime::{Device, Tensor};
-/// set_tracking(true);
-/// let dev = Device::host().unwrap();
-/// let fut = scoped(ScopeOptions::new("load").leaks(LeakPolicy::Deny), async move {
-///     let t = Tensor::ones(&[8], &dev).unwrap();
-///     t
-/// });
-/// let t = futures_lite_block_on(fut);
-/// assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0; 8]);
-/// # fn futures_lite_block_on<F: std::future::Future>(f: F) -> F::Output {
-/// #     use std::task::{Context, Poll, Waker};
-/// #     let mut f = std::pin::pin!(f);
-/// #     let mut cx = Context::from_waker(Waker::noop());
-/// #     loop { if let Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
-/// # }
-/// ```
-pub fn scoped<F: Future>(options: ScopeOptions, future: F) -> Scoped<F>
-where
-    F::Output: ScopeValue,
-{
-    Scoped {
-        state: ScopeState::open(options),
-        future,
-    }
-}
-
-impl<F: Future> Future for Scoped<F>
-where
-    F::Output: ScopeValue,
-{
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        // SAFETY: `future` is structurally pinned; `state` is never pinned.
-        let this = unsafe { self.get_unchecked_mut() };
-        let future = unsafe { Pin::new_unchecked(&mut this.future) };
-        this.state.poll(future, cx, |out, guard| guard.escape(out))
-    }
-}
 
 /// A future running inside a scope, whose output (of any type) is handed to an escape
 /// function inside the scope when it completes. Made by [`scope_future`].

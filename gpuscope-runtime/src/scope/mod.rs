@@ -1,5 +1,5 @@
 //! Scopes: every tensor made while a scope is open belongs to it; at exit, returned
-//! tensors move to the parent scope, kept ones ([`keep`]) too, and any other tensor
+//! tensors move to the parent scope, kept ones ([`keep`](crate::keep)) too, and any other tensor
 //! still alive has leaked and is reported with the site that created it.
 //!
 //! Where things live:
@@ -11,7 +11,8 @@
 //!   freed, one writer each, read by [`report_live`] through a sequence lock.
 //! - `stack`: the per-thread scope stack, [`ScopeGuard`] and [`ScopeOptions`]; a
 //!   scope's exit fences the streams its tensors used.
-//! - [`escape`]: [`ScopeValue`] (escape by return) and [`keep`].
+//! - Escaping by return ([`ScopeValue`](crate::ScopeValue), [`ScopeGuard::escape`]) and
+//!   [`keep`](crate::keep) live in [`crate::escape`], above both scopes and tensors.
 //! - [`report`]: where a [`LeakReport`] goes: the `tracing` events (target
 //!   `gpuscope::leak`) when a subscriber is set, else stderr; `stderr`: the rustc-like
 //!   text, with the source line, repeats from one site folded; `exit`: the summary of
@@ -19,17 +20,16 @@
 //! - `future`: [`scoped`], scopes over `async` code.
 //!
 //! ## Escape rules
-//! 1. Returning a tensor (in any [`ScopeValue`]: tuples, `Option`, `Result`, `Vec`,
+//! 1. Returning a tensor (in any [`ScopeValue`](crate::ScopeValue): tuples, `Option`, `Result`, `Vec`,
 //!    your `#[derive(ScopeValue)]` structs) moves it to the caller's scope.
-//! 2. [`keep`] adopts a tensor into the parent scope on purpose.
+//! 2. [`keep`](crate::keep) adopts a tensor into the parent scope on purpose.
 //! 3. Anything else made in the scope and alive at exit has leaked: stored in a static,
 //!    pushed into a captured or `&mut` container, caught in an `Rc` cycle, or
 //!    `mem::forget`-ten. It is reported once (by the innermost scope it escaped) and
 //!    then belongs to the parent, so [`report_live`] still lists it.
 
-pub mod escape;
 mod exit;
-pub(crate) mod future;
+mod future;
 pub mod policy;
 pub mod record;
 pub mod report;
@@ -37,9 +37,8 @@ mod slot;
 mod stack;
 mod stderr;
 
-pub use escape::{ScopeValue, keep};
 pub use exit::live_summary;
-pub use future::{Scoped, scoped};
+pub use future::{ScopeFuture, scope_future};
 pub use policy::{
     LeakPolicy, leak_policy, leak_policy_is_explicit, set_leak_policy, set_tracking, tracking,
 };

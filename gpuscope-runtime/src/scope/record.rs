@@ -15,7 +15,7 @@ pub(crate) enum TrackState {
     Scoped = 0,
     /// Returned from its scope: moves to the parent when the scope exits.
     Escaping = 1,
-    /// Adopted by the parent scope through [`keep`](crate::scope::keep).
+    /// Adopted by the parent scope through [`keep`](crate::keep).
     Kept = 2,
     /// Reported as leaked by a scope; later scopes do not report it again.
     Leaked = 3,

@@ -394,23 +394,11 @@ impl ScopeGuard {
         }
     }
 
-    /// Marks every tensor in `value` as returned: it moves to the parent scope at exit.
-    #[inline]
-    pub fn escape<T: super::ScopeValue + ?Sized>(&self, value: &T) {
-        if self.open {
-            value.for_each_tensor(&mut |t| {
-                if let Some(r) = t.track_slot() {
-                    r.set_state(TrackState::Escaping);
-                }
-            });
-        }
-    }
-
     /// Closes the scope now (what dropping it does).
     pub fn close(self) {}
 
     /// Whether this guard opened a frame (tracking on, or `sync`).
-    pub(crate) fn is_open(&self) -> bool {
+    pub fn is_open(&self) -> bool {
         self.open
     }
 

@@ -1,6 +1,16 @@
-//! Escape by return: [`ScopeValue`] finds the tensors inside a returned value, so that
-//! they move to the parent scope instead of being reported.
+//! What leaves a scope on purpose: [`ScopeValue`] finds the tensors inside a returned
+//! value, so that they move to the parent scope instead of being reported;
+//! [`ScopeGuard::escape`] marks them; [`keep`] adopts a tensor into the parent scope;
+//! [`scoped`] runs a future in a scope whose output escapes.
+//!
+//! This module sits above both [`tensor`](crate::tensor) and [`scope`](crate::scope):
+//! scopes track plain records (slots), and only this module knows that a tensor holds
+//! one.
 
+use std::future::Future;
+
+use crate::scope::record::TrackState;
+use crate::scope::{ScopeFuture, ScopeGuard, ScopeOptions, scope_future};
 use crate::tensor::Tensor;
 
 /// A value that may hold tensors. Returning it from a scope moves the tensors it holds
@@ -10,7 +20,7 @@ use crate::tensor::Tensor;
 /// `#[derive(ScopeValue)]` (from `gpuscope`).
 ///
 /// ```
-/// use gpuscope_runtime::scope::ScopeValue;
+/// use gpuscope_runtime::ScopeValue;
 /// use gpuscope_runtime::{Device, Tensor};
 /// let dev = Device::host().unwrap();
 /// let pair = (Tensor::zeros(&[2], &dev).unwrap(), Some(vec![Tensor::ones(&[3], &dev).unwrap()]));
@@ -163,7 +173,8 @@ tuples!((0 A), (0 A, 1 B), (0 A, 1 B, 2 C), (0 A, 1 B, 2 C, 3 D), (0 A, 1 B, 2 C
 /// Outside any scope it does nothing.
 ///
 /// ```
-/// use gpuscope_runtime::scope::{keep, ScopeGuard, ScopeOptions, LeakPolicy, set_tracking};
+/// use gpuscope_runtime::keep;
+/// use gpuscope_runtime::scope::{ScopeGuard, ScopeOptions, LeakPolicy, set_tracking};
 /// use gpuscope_runtime::{Device, Tensor};
 /// set_tracking(true);
 /// let dev = Device::host().unwrap();
@@ -179,7 +190,61 @@ tuples!((0 A), (0 A, 1 B), (0 A, 1 B, 2 C), (0 A, 1 B, 2 C, 3 D), (0 A, 1 B, 2 C
 pub fn keep<T: ScopeValue + ?Sized>(value: &T) {
     value.for_each_tensor(&mut |t| {
         if let Some(r) = t.track_slot() {
-            r.set_state(super::record::TrackState::Kept);
+            r.set_state(TrackState::Kept);
         }
     });
+}
+
+impl ScopeGuard {
+    /// Marks every tensor in `value` as returned: it moves to the parent scope at exit.
+    #[inline]
+    pub fn escape<T: ScopeValue + ?Sized>(&self, value: &T) {
+        if self.is_open() {
+            value.for_each_tensor(&mut |t| {
+                if let Some(r) = t.track_slot() {
+                    r.set_state(TrackState::Escaping);
+                }
+            });
+        }
+    }
+}
+
+/// A future running inside a scope, whose output's tensors move to the scope of
+/// whoever polls it. Made by [`scoped`].
+pub type Scoped<F> = ScopeFuture<F, fn(&<F as Future>::Output, &ScopeGuard)>;
+
+/// Runs `future` inside a scope described by `options`; the tensors in its output move
+/// to the scope of whoever polls it.
+///
+/// ```
+/// use gpuscope_runtime::escape::scoped;
+/// use gpuscope_runtime::scope::{ScopeOptions, LeakPolicy, set_tracking};
+/// use gpuscope_runtime::{Device, Tensor};
+/// set_tracking(true);
+/// let dev = Device::host().unwrap();
+/// let fut = scoped(ScopeOptions::new("load").leaks(LeakPolicy::Deny), async move {
+///     let t = Tensor::ones(&[8], &dev).unwrap();
+///     t
+/// });
+/// let t = block_on(fut);
+/// assert_eq!(t.to_vec::<f32>().unwrap(), vec![1.0; 8]);
+/// # fn block_on<F: std::future::Future>(f: F) -> F::Output {
+/// #     use std::task::{Context, Poll, Waker};
+/// #     let mut f = std::pin::pin!(f);
+/// #     let mut cx = Context::from_waker(Waker::noop());
+/// #     loop { if let Poll::Ready(v) = f.as_mut().poll(&mut cx) { return v; } }
+/// # }
+/// ```
+pub fn scoped<F: Future>(options: ScopeOptions, future: F) -> Scoped<F>
+where
+    F::Output: ScopeValue,
+{
+    fn escape<O: ScopeValue>(out: &O, guard: &ScopeGuard) {
+        guard.escape(out);
+    }
+    scope_future(
+        options,
+        future,
+        escape::<F::Output> as fn(&F::Output, &ScopeGuard),
+    )
 }
