@@ -33,6 +33,7 @@ mod future;
 pub mod policy;
 pub mod record;
 pub mod report;
+mod seqlock;
 mod slot;
 mod stack;
 mod stderr;

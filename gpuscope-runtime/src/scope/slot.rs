@@ -17,7 +17,7 @@
 use std::panic::Location;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize};
-use std::sync::atomic::{Ordering, fence};
+use std::sync::atomic::Ordering;
 
 use smallvec::SmallVec;
 
@@ -26,6 +26,7 @@ use crate::intern;
 use crate::record::{ScopeSite, TrackRecord};
 
 use super::record::TrackState;
+use super::seqlock::SeqLock;
 
 /// Dimensions stored in the slot itself; longer shapes are interned once and pointed to.
 const INLINE_DIMS: usize = 6;
@@ -130,8 +131,8 @@ pub(crate) struct NewRecord<'a> {
 
 /// One tracking record.
 pub(crate) struct Slot {
-    /// Sequence lock: odd while the writer is changing the fields below.
-    seq: AtomicU32,
+    /// Odd while the writer is changing the fields below.
+    seq: SeqLock,
     /// Whether the storage is alive (cleared by the storage's drop, on any thread).
     alive: AtomicBool,
     /// [`TrackState`], set by `escape`/`keep` and at scope exit.
@@ -159,7 +160,7 @@ pub(crate) type SlotRef = &'static Slot;
 impl Slot {
     const fn new() -> Slot {
         Slot {
-            seq: AtomicU32::new(0),
+            seq: SeqLock::new(),
             alive: AtomicBool::new(false),
             state: AtomicU8::new(0),
             dtype: AtomicU8::new(0),
@@ -180,27 +181,12 @@ impl Slot {
     /// Runs `write` as the slot's single writer, inside its sequence lock.
     #[inline]
     fn write(&self, write: impl FnOnce(&Slot)) {
-        let s = self.seq.load(Ordering::Relaxed);
-        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
-        fence(Ordering::Release);
-        write(self);
-        self.seq.store(s.wrapping_add(2), Ordering::Release);
+        self.seq.write(|| write(self));
     }
 
     /// Reads a consistent value through the sequence lock.
     fn read<T>(&self, read: impl Fn(&Slot) -> T) -> T {
-        loop {
-            let s1 = self.seq.load(Ordering::Acquire);
-            if s1 & 1 == 1 {
-                std::hint::spin_loop();
-                continue;
-            }
-            let value = read(self);
-            fence(Ordering::Acquire);
-            if self.seq.load(Ordering::Relaxed) == s1 {
-                return value;
-            }
-        }
+        self.seq.read(|| read(self))
     }
 
     /// Makes this (free) slot describe a new live storage. Only the thread that took it
