@@ -16,8 +16,8 @@
 
 use std::panic::Location;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize};
 
 use smallvec::SmallVec;
 
