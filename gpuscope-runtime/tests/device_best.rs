@@ -48,3 +48,28 @@ fn best_picks_cuda_when_present_else_host_and_logs_the_choice() {
     }
     assert!(log.contains("gpuscope::device"), "{log}");
 }
+
+/// A device index that does not exist is an error that says how many there are (or, on
+/// a machine without a driver, why there is none), never a panic; so is a bad name.
+#[test]
+fn a_device_that_does_not_exist_is_a_clear_error() {
+    let e = gpuscope_runtime::Device::cuda(1000)
+        .unwrap_err()
+        .to_string();
+    #[cfg(feature = "cuda")]
+    let driver = gpuscope_runtime::backend::cuda::unavailable_reason().is_none();
+    #[cfg(not(feature = "cuda"))]
+    let driver = false;
+    if driver {
+        assert!(
+            e.contains("CUDA device 1000 does not exist") && e.contains("present"),
+            "{e}"
+        );
+    } else {
+        assert!(e.starts_with("no device available"), "{e}");
+    }
+    let e = gpuscope_runtime::Device::by_name("cuda:x")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("expected host, cuda or cuda:N"), "{e}");
+}

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The whole project on one GPU machine, in one call, after bench/build_device_bins.sh
+# here: every test binary (the CUDA tests run for real), the GPT example against its
+# PyTorch reference at the default size (same tokens), the data-parallel path as a
+# one-rank job (rendezvous, NCCL, DistributedDataParallel), and compute-sanitizer's
+# four tools over the train example and the allocator and tensor CUDA tests.
+#
+#   bash bench/final_gpu_run.sh OUT [PHASE...]      (phases: tests gpt ddp sanitize)
+#
+# Logs land in OUT/final/ and are packed as OUT/final.tgz; a summary is printed last.
+set -uo pipefail
+out=$1/final
+shift
+phases=${*:-tests gpt ddp sanitize}
+has() { [[ " $phases " == *" $1 "* ]]; }
+mkdir -p "$out"
+root=$(pwd)
+build_root=$(cat .device-bin/build_root)
+if [[ $build_root != "$root" ]]; then mkdir -p "$(dirname "$build_root")"; ln -sfn "$root" "$build_root"; fi
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
+export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+bin=.device-bin
+cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
+
+if has tests; then
+  for t in $bin/tests/*; do
+    name=$(basename "$t")
+    # ui (trybuild), the CLI's tests and the architecture check need cargo or the sources' tree.
+    [[ $name == ui || $name == lint_cli || $name == replay_cli || $name == view_cli || $name == lint_corpus || $name == architecture ]] && continue
+    echo "== $name"
+    timeout 300 "$t" --test-threads=4 2>&1 | grep -E "^test |test result|skipped|panicked|FAILED|error:" || true
+  done > "$out/tests.txt" 2>&1
+fi
+
+if has gpt; then
+  timeout 240 python3 bench/torch_gpt.py --write-data /tmp/tokens.bin > "$out/torch_gpt.txt" 2>&1
+  timeout 200 $bin/gpt --device cuda --data /tmp/tokens.bin > "$out/gpt.txt" 2> "$out/gpt.err"
+fi
+
+if has ddp; then
+  # One rank of a data-parallel job: the whole path (store, NCCL, buckets) on one GPU.
+  RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29561 \
+    timeout 200 $bin/gpt --device cuda --steps 60 > "$out/gpt_ddp1.txt" 2> "$out/gpt_ddp1.err"
+  timeout 120 $bin/allreduce_bench --sizes-mib 1,256 --iters 10 > "$out/allreduce_1gpu.txt" 2>&1
+fi
+
+if has sanitize; then
+  for tool in memcheck racecheck synccheck initcheck; do
+    {
+      echo "== train ($tool)"
+      timeout 240 "$cs" --tool $tool --print-limit 20 $bin/train --device cuda --epochs 1 --samples 2000 --timeline /tmp/t.svg 2>&1 | tail -4
+      for t in cuda_allocator cuda_tensor ops_cuda_vs_host; do
+        echo "== $t ($tool)"
+        timeout 300 "$cs" --tool $tool --print-limit 20 $bin/tests/$t --test-threads=1 2>&1 | grep -E "ERROR SUMMARY|test result|FAILED|=========" | tail -4
+      done
+    } > "$out/sanitizer_$tool.txt" 2>&1
+  done
+fi
+
+tar czf "$1/final.tgz" -C "$1" final
+echo "== summary"
+cat "$out/gpu.txt"
+if [[ -f $out/tests.txt ]]; then
+  grep -h "test result" "$out/tests.txt" | awk '{p+=$4; f+=$6} END {print "tests: " p " passed, " f " failed"}'
+  grep -hE "FAILED|panicked" "$out/tests.txt" | head -20
+  echo "skips: $(grep -c skipped "$out/tests.txt")"; grep -h skipped "$out/tests.txt" | sort | uniq -c | head -5
+fi
+for f in torch_gpt gpt gpt_ddp1; do [[ -f $out/$f.txt ]] && { echo "-- $f"; tail -2 "$out/$f.txt"; tail -3 "$out/$f.err" 2>/dev/null; }; done
+[[ -f $out/allreduce_1gpu.txt ]] && tail -3 "$out/allreduce_1gpu.txt"
+for f in "$out"/sanitizer_*.txt; do [[ -f $f ]] && { echo "-- $(basename "$f")"; grep -E "ERROR SUMMARY" "$f" | sort | uniq -c; }; done
