@@ -7,14 +7,17 @@
 #
 #   bash bench/final_gpu_run.sh OUT [PHASE...]      (phases: tests gpt ddp sanitize)
 #
-# Logs land in OUT/final/ and are packed as OUT/final.tgz; a summary is printed last.
+# Logs are written under /tmp and packed as OUT/final.tgz (the GPU machine returns only
+# a few files from OUT); a summary is printed last and kept as OUT/final_summary.txt.
 set -uo pipefail
-out=$1/final
+base=$1
+out=/tmp/final_logs/final
 shift
 phases=${*:-tests gpt ddp sanitize}
 has() { [[ " $phases " == *" $1 "* ]]; }
 mkdir -p "$out"
 root=$(pwd)
+[[ -d .device-bin || ! -f .device-bin.tgz ]] || tar xzf .device-bin.tgz
 build_root=$(cat .device-bin/build_root)
 if [[ $build_root != "$root" ]]; then mkdir -p "$(dirname "$build_root")"; ln -sfn "$root" "$build_root"; fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
@@ -28,7 +31,7 @@ if has tests; then
     # ui (trybuild), the CLI's tests and the architecture check need cargo or the sources' tree.
     [[ $name == ui || $name == lint_cli || $name == replay_cli || $name == view_cli || $name == lint_corpus || $name == architecture ]] && continue
     echo "== $name"
-    timeout 300 "$t" --test-threads=4 2>&1 | grep -E "^test |test result|skipped|panicked|FAILED|error:" || true
+    timeout 120 "$t" --test-threads=4 2>&1 | grep -E "^test |test result|skipped|panicked|FAILED|error:" || true
   done > "$out/tests.txt" 2>&1
 fi
 
@@ -45,19 +48,30 @@ if has ddp; then
 fi
 
 if has sanitize; then
+  # The four tools at once (correctness tools, not timings), each item bounded.
+  small="--device cuda --layers 2 --embd 128 --heads 4 --block 64 --vocab 128 --batch 4 --steps 3 --warmup 1"
   for tool in memcheck racecheck synccheck initcheck; do
-    {
+    (
       echo "== train ($tool)"
-      timeout 240 "$cs" --tool $tool --print-limit 20 $bin/train --device cuda --epochs 1 --samples 2000 --timeline /tmp/t.svg 2>&1 | tail -4
-      for t in cuda_allocator cuda_tensor ops_cuda_vs_host; do
-        echo "== $t ($tool)"
-        timeout 300 "$cs" --tool $tool --print-limit 20 $bin/tests/$t --test-threads=1 2>&1 | grep -E "ERROR SUMMARY|test result|FAILED|=========" | tail -4
+      timeout 200 "$cs" --tool $tool --print-limit 20 --error-exitcode 9 $bin/train --device cuda --epochs 1 --samples 2000 2>&1 | grep -E "ERROR SUMMARY|^=========" | head -40
+      echo "exit ${PIPESTATUS[0]}"
+      for extra in "" "--checkpoint"; do
+        echo "== gpt $extra ($tool)"
+        timeout 200 "$cs" --tool $tool --print-limit 20 --error-exitcode 9 $bin/gpt $small $extra 2>&1 | grep -E "ERROR SUMMARY|^=========" | head -40
+        echo "exit ${PIPESTATUS[0]}"
       done
-    } > "$out/sanitizer_$tool.txt" 2>&1
+      for t in cuda_allocator cuda_tensor ops_cuda_vs_host ops_cuda_transformer gpt_model; do
+        echo "== $t ($tool)"
+        timeout 200 "$cs" --tool $tool --print-limit 20 --error-exitcode 9 $bin/tests/$t --test-threads=1 2>&1 | grep -E "ERROR SUMMARY|test result|FAILED|^=========" | head -40
+        echo "exit ${PIPESTATUS[0]}"
+      done
+    ) > "$out/sanitizer_$tool.txt" 2>&1 &
   done
+  wait
 fi
 
-tar czf "$1/final.tgz" -C "$1" final
+tar czf "$base/final.tgz" -C /tmp/final_logs final
+{
 echo "== summary"
 cat "$out/gpu.txt"
 if [[ -f $out/tests.txt ]]; then
@@ -67,4 +81,5 @@ if [[ -f $out/tests.txt ]]; then
 fi
 for f in torch_gpt gpt gpt_ddp1; do [[ -f $out/$f.txt ]] && { echo "-- $f"; tail -2 "$out/$f.txt"; tail -3 "$out/$f.err" 2>/dev/null; }; done
 [[ -f $out/allreduce_1gpu.txt ]] && tail -3 "$out/allreduce_1gpu.txt"
-for f in "$out"/sanitizer_*.txt; do [[ -f $f ]] && { echo "-- $(basename "$f")"; grep -E "ERROR SUMMARY" "$f" | sort | uniq -c; }; done
+for f in "$out"/sanitizer_*.txt; do [[ -f $f ]] && { echo "-- $(basename "$f")"; grep -E "ERROR SUMMARY|^exit|^== " "$f" | paste -sd" " | sed "s/ == /\n== /g"; }; done
+} | tee "$base/final_summary.txt"

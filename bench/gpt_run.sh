@@ -11,7 +11,6 @@
 #   default     torch_gpt.py (fp32, writing its tokens) then gpt on those tokens, default size
 #   big         both at --layers 12 --embd 768 --block 512 --batch 16
 #   checkpoint  gpt --checkpoint at both sizes
-#   ratio       gpt at both sizes with GPUSCOPE_ALLOC_CONF=reserve_ratio:1.02
 #   ab          gpt --tracking-ab: tracking's share of the step, paired rounds
 #   timeline    gpt --timeline (a few steps, memory by kind), with and without checkpoint
 #   fit         gpt --find-batch-size under a 4 GiB cap; an OOM mid-step under a 1 GiB cap
@@ -24,7 +23,7 @@ dir=$1
 base=$2
 out=/tmp/gptlogs/gpt
 shift 2
-phases=${*:-tests default big checkpoint ratio ab timeline fit leaks}
+phases=${*:-tests default big checkpoint ab timeline fit leaks}
 mkdir -p "$out"
 gpt=$dir/gpt
 has() { [[ " $phases " == *" $1 "* ]]; }
@@ -50,10 +49,6 @@ fi
 if has checkpoint; then
   "$gpt" --device cuda --checkpoint --steps 60 > "$out/gpt_default_ckpt.txt" 2> "$out/gpt_default_ckpt.err"
   "$gpt" --device cuda $big --checkpoint --steps 60 > "$out/gpt_big_ckpt.txt" 2> "$out/gpt_big_ckpt.err"
-fi
-if has ratio; then
-  GPUSCOPE_ALLOC_CONF=reserve_ratio:1.02 "$gpt" --device cuda --steps 100 > "$out/gpt_default_r102.txt" 2> "$out/gpt_default_r102.err"
-  GPUSCOPE_ALLOC_CONF=reserve_ratio:1.02 "$gpt" --device cuda $big --steps 60 > "$out/gpt_big_r102.txt" 2> "$out/gpt_big_r102.err"
 fi
 if has ab; then
   "$gpt" --device cuda --steps 20 --tracking-ab 20 --ab-steps 5 > "$out/gpt_ab.txt" 2> "$out/gpt_ab.err"

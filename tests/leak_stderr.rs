@@ -4,6 +4,9 @@
 //! repeats from the same line fold into a few lines; at exit, a one-screen summary
 //! groups the tensors still alive by site.
 //!
+//! In a release build (`cargo test --release`) nothing is reported unless asked: the
+//! tests there ask with `GPUSCOPE_LEAKS=warn`, and one more checks the silence.
+//!
 //! Each test runs this test binary again as the program (`child_program` below, chosen
 //! by an environment variable), so that the program is a real process: its own exit,
 //! its own (absent) subscriber, its own stderr.
@@ -50,6 +53,16 @@ struct Run {
     stderr: String,
 }
 
+/// What the program's environment needs for leaks to be reported: nothing in a debug
+/// build; `GPUSCOPE_LEAKS=warn` in a release build, which is silent unless asked.
+fn reporting_on() -> &'static [(&'static str, &'static str)] {
+    if cfg!(debug_assertions) {
+        &[]
+    } else {
+        &[("GPUSCOPE_LEAKS", "warn")]
+    }
+}
+
 fn run_child(mode: &str, env: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
@@ -91,7 +104,7 @@ fn line_of(needle: &str) -> usize {
 
 #[test]
 fn without_a_subscriber_leaks_go_to_stderr_folded_with_an_exit_summary() {
-    let run = run_child("plain", &[]);
+    let run = run_child("plain", reporting_on());
     let err = &run.stderr;
     let site = format!(
         "tests/leak_stderr.rs:{}:22",
@@ -152,7 +165,7 @@ fn gpuscope_leaks_off_silences_reports_and_the_summary() {
 
 #[test]
 fn a_subscriber_gets_the_events_and_stderr_stays_quiet() {
-    let run = run_child("subscriber", &[]);
+    let run = run_child("subscriber", reporting_on());
     assert!(!run.stderr.contains("warning"), "{}", run.stderr);
     // Every leak is one structured event (plus one per scope).
     let events = run
@@ -161,4 +174,14 @@ fn a_subscriber_gets_the_events_and_stderr_stays_quiet() {
         .filter(|l| l.contains("gpuscope::leak") && l.contains("tensor leaked from scope `step`"))
         .count();
     assert_eq!(events, 1000, "{}", run.stdout);
+}
+
+/// A release build reports nothing and prints no exit summary unless asked, though the
+/// program leaks a thousand tensors; `GPUSCOPE_LEAKS=warn` asks (the tests above).
+#[test]
+#[cfg(not(debug_assertions))]
+fn release_builds_stay_silent_unless_asked() {
+    let run = run_child("plain", &[]);
+    assert!(!run.stderr.contains("warning"), "{}", run.stderr);
+    assert!(!run.stderr.contains("gpuscope"), "{}", run.stderr);
 }

@@ -67,7 +67,7 @@ pub(crate) struct Framework {
 }
 
 /// Every supported library, gpuscope's first.
-pub(crate) const ALL: &[&Framework] = &[
+pub(crate) static ALL: &[&Framework] = &[
     &gpuscope::TABLE,
     &candle::TABLE,
     &burn::TABLE,
@@ -108,7 +108,7 @@ impl Used {
 
     fn add(&mut self, krate: &str) {
         if let Some(framework) = by_crate(krate) {
-            if !self.frameworks.iter().any(|f| std::ptr::eq(*f, framework)) {
+            if !self.frameworks.iter().any(|f| f.name == framework.name) {
                 self.frameworks.push(framework);
             }
         }
@@ -118,7 +118,7 @@ impl Used {
     pub(crate) fn iter(&self) -> impl Iterator<Item = &'static Framework> + '_ {
         ALL.iter()
             .copied()
-            .filter(|f| self.frameworks.iter().any(|g| std::ptr::eq(*f, *g)))
+            .filter(|f| self.frameworks.iter().any(|g| g.name == f.name))
     }
 
     /// Whether no supported library is named.

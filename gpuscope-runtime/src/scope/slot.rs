@@ -466,14 +466,17 @@ mod tests {
     }
 
     /// A reader on another thread never sees the fields of two different records
-    /// mixed, while the writer keeps rewriting the slot.
+    /// mixed, while the writer keeps rewriting the slot. The writer goes on until the
+    /// reader has checked many records (a release build writes 200,000 before a new
+    /// thread may even be scheduled).
     #[test]
     fn readers_never_see_a_torn_record() {
+        use std::sync::atomic::AtomicU64;
         let slot: SlotRef = Box::leak(Box::new(Slot::new()));
         let stop = std::sync::Arc::new(AtomicBool::new(false));
-        let stop2 = stop.clone();
+        let seen = std::sync::Arc::new(AtomicU64::new(0));
+        let (stop2, seen2) = (stop.clone(), seen.clone());
         let reader = std::thread::spawn(move || {
-            let mut seen = 0u64;
             while !stop2.load(Ordering::Relaxed) {
                 let r = slot.snapshot();
                 if r.id() == 0 {
@@ -482,11 +485,14 @@ mod tests {
                 // Writer invariant: bytes == id * 4 and shape == [id].
                 assert_eq!(r.bytes() as u64, r.id() * 4, "torn record");
                 assert_eq!(r.shape(), &[r.id() as usize], "torn record");
-                seen += 1;
+                seen2.fetch_add(1, Ordering::Relaxed);
             }
-            seen
         });
-        for id in 1..200_000u64 {
+        let start = std::time::Instant::now();
+        let mut id = 1u64;
+        while id < 200_000
+            || seen.load(Ordering::Relaxed) < 10_000 && start.elapsed().as_secs() < 20
+        {
             slot.fill(
                 id,
                 &NewRecord {
@@ -500,9 +506,13 @@ mod tests {
                     owner: None,
                 },
             );
+            id += 1;
         }
         stop.store(true, Ordering::Relaxed);
-        let seen = reader.join().expect("reader");
-        assert!(seen > 0);
+        reader.join().expect("reader");
+        assert!(
+            seen.load(Ordering::Relaxed) >= 10_000,
+            "the reader checked too few records"
+        );
     }
 }
