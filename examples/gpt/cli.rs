@@ -64,8 +64,9 @@ pub struct Args {
     /// What a tensor leaked from a training step does: warn, deny (fail the run), allow.
     #[arg(long, default_value = "warn")]
     pub leaks: Leaks,
-    /// After training, write the memory timeline of --timeline-steps more steps here
-    /// (SVG; the points are also printed as a table).
+    /// After training, write the memory timeline of --timeline-steps more steps here:
+    /// an SVG, or with a `.html` path the memory viewer's page (allocation history by
+    /// line, segment map); the points are also printed as a table.
     #[arg(long)]
     pub timeline: Option<PathBuf>,
     /// Steps the timeline covers.

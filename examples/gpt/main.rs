@@ -8,7 +8,8 @@
 //! - `--find-batch-size`: the largest batch whose step fits (under `--memory-limit-mib`);
 //! - `--timeline mem.svg`: the memory of a few steps, point by point, with parameters,
 //!   optimizer state, gradients, activations and the attention's tensors told apart by
-//!   the line that made them;
+//!   the line that made them; `--timeline mem.html`: the memory viewer's page of those
+//!   steps instead (every allocation by its line, the segment map);
 //! - `--tracking-ab N`: what tracking costs a step, in paired rounds;
 //! - `--devices N`: data parallelism over N GPUs, one process each (or launched by
 //!   `torchrun --no-python`), gradients averaged while backward runs, parameters
@@ -21,6 +22,7 @@
 //! cargo run --release --example gpt -- --layers 12 --embd 768 --block 512 --batch 16
 //! python3 bench/torch_gpt.py --write-data tokens.bin && cargo run --release --example gpt -- --data tokens.bin
 //! cargo run --release --example gpt -- --checkpoint --timeline gpt-memory.svg
+//! cargo run --release --example gpt -- --timeline gpt-memory.html              # open in a browser
 //! cargo run --release --example gpt -- --device host --layers 2 --embd 64 --heads 4 --block 32 --vocab 64 --batch 8 --steps 200 --lr 3e-3
 //! ```
 
@@ -527,7 +529,9 @@ fn tracking_ab(
 }
 
 /// Runs --timeline-steps steps sampling memory at each point, prints the points and
-/// writes the SVG.
+/// writes the SVG; with a `.html` path, also records the steps' allocation history and
+/// writes the memory viewer's page instead (every allocation by the line that made it,
+/// the segment map at the end).
 fn memory_timeline(
     args: &Args,
     path: &std::path::Path,
@@ -547,6 +551,10 @@ fn memory_timeline(
         attention_site: None,
     };
     let recorder = Recorder::new(dev, classifier);
+    let viewer_page = path.extension().is_some_and(|e| e == "html");
+    if viewer_page {
+        gpuscope::memory::record_history(dev, 2_000_000);
+    }
     for s in 0..args.timeline_steps.max(1) {
         {
             let mut c = recorder
@@ -585,8 +593,22 @@ fn memory_timeline(
         },
         dev.description()
     );
-    timeline::write_svg(path, &samples, &title).map_err(|e| format!("{}: {e}", path.display()))?;
-    println!("memory timeline: {}", path.display());
+    if viewer_page {
+        let snapshot = gpuscope::memory::snapshot(dev);
+        gpuscope::memory::record_history(dev, 0);
+        gpuscope::memory::viewer::write_page(&snapshot, path, &title)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        println!(
+            "memory viewer: {} ({} events, {} blocks)",
+            path.display(),
+            snapshot.history.as_ref().map_or(0, |h| h.events.len()),
+            snapshot.blocks().count()
+        );
+    } else {
+        timeline::write_svg(path, &samples, &title)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        println!("memory timeline: {}", path.display());
+    }
     scope::set_tracking(!args.no_tracking);
     Ok(())
 }
