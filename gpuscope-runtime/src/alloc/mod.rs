@@ -27,8 +27,11 @@
 //! 2. `allocate` takes the best-fitting free block of the pool (smallest that fits,
 //!    lowest address among equals); the wilderness only when none fits; and grows the
 //!    arena at the top only when the wilderness is too small: one physical chunk of
-//!    what is missing, at least 20 MiB for the large pool and 2-8 MiB for the small one
-//!    (half what it holds), mapped and made accessible in one call each.
+//!    what is missing, at least 20 MiB or 1/128 of what the arena holds (whichever is
+//!    larger) for the large pool and 2-8 MiB for the small one (half what it holds),
+//!    mapped and made accessible in one call each. The proportional step keeps the
+//!    number of device allocations of a many-gigabyte pool logarithmic in its size, for
+//!    at most 1/128 of it unused.
 //! 3. `free` merges with free neighbours and never gives memory back; a block used on
 //!    other streams (`record_stream`) returns to its pool once their events, polled on
 //!    `allocate`, complete.

@@ -7,9 +7,10 @@
 //!
 //! - `allocate` takes the best-fitting free block of the stream's pool, and the
 //!   wilderness only when none fits; when the wilderness is too small, the arena grows:
-//!   one `cuMemCreate` of what is missing, at least 20 MiB for the large pool (PyTorch's
-//!   large segment size) and, for the small pool, half what the arena holds, from 2 to
-//!   8 MiB; one `cuMemMap` and one `cuMemSetAccess` at the top.
+//!   one `cuMemCreate` of what is missing, at least 20 MiB or 1/128 of what the arena
+//!   holds for the large pool (20 MiB is PyTorch's large segment size) and, for the small
+//!   pool, half what the arena holds, from 2 to 8 MiB; one `cuMemMap` and one
+//!   `cuMemSetAccess` at the top.
 //! - Nothing is unmapped or released on `free`.
 //!
 //! Because the wilderness is used last, a workload that repeats makes the same choices
@@ -31,15 +32,21 @@ use super::rounding::{LARGE_BUFFER, Pool, SMALL_BUFFER};
 use super::segment::{Arena, PhysChunk, Segment, SegmentMemory, map_chunk};
 use super::state::AllocState;
 
-/// The least a growth of an arena of `pool` that maps `mapped` bytes adds: 20 MiB for
-/// the large pool (PyTorch's large segment size); for the small pool half what it maps,
-/// from 2 MiB (PyTorch's small segment size) to 8 MiB, so that a small pool of many
-/// megabytes grows in a few steps. Fewer, larger growths mean fewer device allocations
-/// (at most PyTorch's on most traces) for at most one step of unused memory per arena.
-fn min_growth(pool: Pool, mapped: usize) -> usize {
+/// A large arena grows by at least this fraction of what it maps (1/128: under 0.8% of
+/// unused memory at most, so the number of growths of a many-gigabyte pool is
+/// logarithmic in its size rather than linear).
+pub(super) const LARGE_GROWTH_DIVISOR: usize = 128;
+
+/// The least a growth of an arena of `pool` that maps `mapped` bytes adds: for the large
+/// pool 20 MiB (PyTorch's large segment size) or 1/[`LARGE_GROWTH_DIVISOR`] of what it
+/// maps, whichever is larger; for the small pool half what it maps, from 2 MiB
+/// (PyTorch's small segment size) to 8 MiB, so that a small pool of many megabytes grows
+/// in a few steps. Fewer, larger growths mean fewer device allocations (at most
+/// PyTorch's on most traces) for at most one step of unused memory per arena.
+pub(super) fn min_growth(pool: Pool, mapped: usize) -> usize {
     match pool {
         Pool::Small => (mapped / 2).clamp(SMALL_BUFFER, 4 * SMALL_BUFFER),
-        Pool::Large => LARGE_BUFFER,
+        Pool::Large => LARGE_BUFFER.max(mapped / LARGE_GROWTH_DIVISOR),
     }
 }
 
@@ -363,6 +370,60 @@ impl AllocState {
         if want != NIL {
             self.pools[stream.index()][pool.index()].remove(&mut self.slab, want);
             self.arenas[arena as usize].wild = want;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::alloc::{AllocConfig, CachingAllocator};
+    use crate::backend::test::TestBackend;
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn the_large_step_is_20_mib_then_a_fraction_of_what_the_arena_maps() {
+        assert_eq!(min_growth(Pool::Large, 0), LARGE_BUFFER);
+        assert_eq!(min_growth(Pool::Large, 2560 * MIB), LARGE_BUFFER);
+        assert_eq!(min_growth(Pool::Large, 5120 * MIB), 40 * MIB);
+        assert_eq!(min_growth(Pool::Small, 0), SMALL_BUFFER);
+        assert_eq!(min_growth(Pool::Small, 64 * MIB), 4 * SMALL_BUFFER);
+    }
+
+    /// 6 GiB of 12 MiB blocks, all live: every growth adds what its step says (so the
+    /// arena never holds more than one step unused), and past 2.5 GiB the steps grow with
+    /// the arena, so there are far fewer growths than the ~307 of fixed 20 MiB steps.
+    #[test]
+    fn a_growing_large_pool_makes_logarithmically_many_device_allocations() {
+        let backend = Arc::new(
+            TestBackend::builder()
+                .capacity(80 << 30)
+                .virtual_memory(2 * MIB)
+                .build(),
+        );
+        let alloc = CachingAllocator::new(backend, AllocConfig::default()).unwrap();
+        let mut live = Vec::new();
+        let mut reserved = 0;
+        for _ in 0..512 {
+            live.push(alloc.allocate(12 * MIB, StreamId::DEFAULT).unwrap());
+            let s = alloc.stats();
+            let now = s.reserved_bytes.all.current as usize;
+            if now != reserved {
+                let step = min_growth(Pool::Large, reserved).div_ceil(2 * MIB) * 2 * MIB;
+                assert_eq!(now - reserved, step, "a growth from {reserved} bytes");
+                reserved = now;
+            }
+            let allocated = s.allocated_bytes.all.current as usize;
+            assert!(reserved - allocated < min_growth(Pool::Large, reserved));
+        }
+        let allocs = alloc.stats().num_device_alloc;
+        // 128 steps of 20 MiB to 2.5 GiB, then about 128 * ln(6 / 2.5) = 112 steps.
+        assert!((230..=250).contains(&allocs), "{allocs} device allocations");
+        for b in live {
+            alloc.free(b).unwrap();
         }
     }
 }

@@ -1,0 +1,122 @@
+import os
+import sys, bisect, collections
+MIB=1<<20; PAGE=2*MIB
+def r512(s): return max(512,(s+511)//512*512)
+
+class Arena:
+    def __init__(s, small, pol):
+        s.small=small; s.pol=pol
+        s.blocks={}  # addr -> [size, free]
+        s.addrs=[]   # sorted addrs
+        s.top=0; s.mapped=0; s.grows=0; s.peak=0
+    def free_blocks(s):
+        return [(a,b[0]) for a,b in s.blocks.items() if b[1]]
+    def wild(s):
+        if not s.addrs: return None
+        a=s.addrs[-1]; b=s.blocks[a]
+        return a if b[1] and a+b[0]==s.top else None
+    def grow(s, need_total):
+        w=s.wild(); have=s.blocks[w][0] if w is not None else 0
+        need=-(-(need_total-have)//PAGE)*PAGE
+        ming=min(max(s.mapped//2,2*MIB),8*MIB) if s.small else 20*MIB
+        size=-(-max(need,ming)//PAGE)*PAGE
+        s.grows+=1
+        if w is not None: s.blocks[w][0]+=size
+        else:
+            s.blocks[s.top]=[size,True]; bisect.insort(s.addrs,s.top)
+        s.top+=size; s.mapped+=size; s.peak=max(s.peak,s.mapped)
+    def alloc(s, r):
+        w=s.wild()
+        cands=[(sz,a) for a,sz in s.free_blocks() if a!=w and sz>=r]
+        choice=s.pol(s, r, cands, w)
+        if choice is None:
+            if w is None or s.blocks[w][0]<r: s.grow(r); w=s.wild()
+            choice=(w,'low')
+        a,end=choice
+        sz=s.blocks[a][0]
+        if sz-r>=512:
+            if end=='low':
+                s.blocks[a]=[r,False]; s.blocks[a+r]=[sz-r,True]; bisect.insort(s.addrs,a+r); return a
+            else:
+                s.blocks[a]=[sz-r,True]; s.blocks[a+sz-r]=[r,False]; bisect.insort(s.addrs,a+sz-r); return a+sz-r
+        s.blocks[a][1]=False; return a
+    def free(s, a):
+        s.blocks[a][1]=True
+        i=bisect.bisect_left(s.addrs,a)
+        # merge next
+        if i+1<len(s.addrs):
+            n=s.addrs[i+1]
+            if s.blocks[n][1]:
+                s.blocks[a][0]+=s.blocks[n][0]; del s.blocks[n]; s.addrs.pop(i+1)
+        if i>0:
+            p=s.addrs[i-1]
+            if s.blocks[p][1]:
+                s.blocks[p][0]+=s.blocks[a][0]; del s.blocks[a]; s.addrs.pop(i)
+
+def bestfit(s, r, cands, w):
+    if not cands: return None
+    sz,a=min(cands); return (a,'low')
+
+def run(path, pol, passes=2):
+    ops=[l.split(",") for l in open(path).read().splitlines()[1:]]
+    arenas={}
+    def ar(st,small):
+        k=(st,small)
+        if k not in arenas: arenas[k]=Arena(small,pol)
+        return arenas[k]
+    res=[]
+    for p in range(passes):
+        live={}; pending=[]
+        for op,i,sz,st in ops:
+            if op=='a':
+                for x in pending: x[0].free(x[1])
+                pending=[]
+                r=r512(int(sz)); A=ar(st, r<=MIB)
+                live[i]=[A, A.alloc(r), False]
+            elif op=='r':
+                if st!=None: live[i][2]=True
+            else:
+                A,a,rec=live.pop(i)
+                if rec: pending.append((A,a))
+                else: A.free(a)
+        for x in pending: x[0].free(x[1])
+        for A,a,_ in live.values(): A.free(a)
+        res.append((sum(A.peak for A in arenas.values())/MIB, sum(A.grows for A in arenas.values())))
+    return res
+
+if __name__=="__main__":
+    import glob, os
+    pol=globals()[sys.argv[1]] if len(sys.argv)>1 else bestfit
+    tot=0
+    for f in sorted(glob.glob("tests/data/traces/*.csv")):
+        r=run(f,pol)
+        tot+=r[-1][0]
+        print(os.path.basename(f), r)
+    print("total",tot)
+
+def run_banded(path, bandf, pol=bestfit, passes=2):
+    ops=[l.split(",") for l in open(path).read().splitlines()[1:]]
+    arenas={}
+    def ar(st,r):
+        k=(st,)+tuple(bandf(r))
+        if k not in arenas: arenas[k]=Arena(r<=MIB,pol)
+        return arenas[k]
+    res=[]
+    for p in range(passes):
+        live={}; pending=[]
+        for op,i,sz,st in ops:
+            if op=='a':
+                for x in pending: x[0].free(x[1])
+                pending=[]
+                r=r512(int(sz)); A=ar(st, r)
+                live[i]=[A, A.alloc(r), False]
+            elif op=='r':
+                live[i][2]=True
+            else:
+                A,a,rec=live.pop(i)
+                if rec: pending.append((A,a))
+                else: A.free(a)
+        for x in pending: x[0].free(x[1])
+        for A,a,_ in live.values(): A.free(a)
+        res.append((sum(A.peak for A in arenas.values())/MIB, sum(A.grows for A in arenas.values())))
+    return res
