@@ -74,10 +74,10 @@
 //! `site`) are left out when absent. Sizes are bytes; an allocation event's `size` is
 //! the bytes asked for; segment events carry the change of reserved bytes (address 0).
 //!
-//! Several devices ([`to_json_all`], [`write_json_all`]): one object with the same
-//! `format` and a `devices` array of the snapshots above, each complete (with its own
-//! `format`, and its `history` when one was recorded), in the order given (for
-//! [`snapshot_all`], the order the devices were opened):
+//! Several devices (`to_json_all`, `write_json_all`, feature `serde`): one object
+//! with the same `format` and a `devices` array of the snapshots above, each complete
+//! (with its own `format`, and its `history` when one was recorded), in the order
+//! given (for [`snapshot_all`], the order the devices were opened):
 //!
 //! ```text
 //! { "format": "gpuscope-memory/1",
@@ -85,7 +85,7 @@
 //!                { "format": "gpuscope-memory/1", "device": "cuda:1 (...)", ... } ] }
 //! ```
 //!
-//! [`read_json_all`] reads both forms (one snapshot is a list of one); [`read_json`]
+//! `read_json_all` reads both forms (one snapshot is a list of one); `read_json`
 //! reads the one-device form, and refuses a file of several devices with a message
 //! that says so.
 
