@@ -13,6 +13,16 @@ fn the_readme_memory_code_writes_a_page() -> Result<(), Box<dyn std::error::Erro
     memory::viewer::write_page(&snap, &path, "my run")?;
     let html = std::fs::read_to_string(&path)?;
     assert!(html.contains("<title>my run</title>") && html.contains("readme_memory.rs:10:13"));
+    // Every device opened, each with its own history.
+    let all = memory::snapshot_all();
+    assert!(
+        all.iter()
+            .any(|s| s.device == dev.description() && s.history.is_some())
+    );
+    memory::viewer::write_page_all(&all, &path, "my run")?;
+    let html = std::fs::read_to_string(&path)?;
+    assert!(html.contains("readme_memory.rs:10:13"));
+    assert_eq!(html.contains(r#"<select id="device">"#), all.len() > 1);
     std::fs::remove_file(&path)?;
     drop(x);
     Ok(())

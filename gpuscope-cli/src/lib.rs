@@ -77,12 +77,18 @@ pub mod fuzzing {
     use crate::view_pytorch::{PytorchSnapshot, decode};
 
     /// Reads a PyTorch snapshot pickle as `gpuscope view` and `gpuscope replay` do: the
-    /// page's snapshot and the replay trace (their sizes), or the error the user sees.
+    /// page's snapshots (every device) and the replay trace (their sizes), or the error
+    /// the user sees.
     pub fn pytorch_snapshot(bytes: &[u8]) -> Result<(usize, usize), String> {
         let snap = PytorchSnapshot::new(decode(bytes)?, None)?;
-        let page = snap.to_snapshot().map_err(|e| e.to_string())?;
-        let _ = snap.skipped_actions();
+        let pages = snap
+            .to_snapshots(&snap.devices)
+            .map_err(|e| e.to_string())?;
+        let _ = snap.skipped_actions(&snap.devices);
         let trace = snap.to_trace().map_err(|e| e.to_string())?;
-        Ok((page.segments.len(), trace.ops().len()))
+        Ok((
+            pages.iter().map(|p| p.segments.len()).sum(),
+            trace.ops().len(),
+        ))
     }
 }

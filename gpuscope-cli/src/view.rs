@@ -3,6 +3,8 @@
 //! memory over time stacked by creating site, reserved memory, the segment map, the
 //! live allocations with leaked tensors highlighted. INPUT is a gpuscope snapshot
 //! (JSON), an allocation trace (CSV) or a PyTorch snapshot (pickle); see `view_input`.
+//! An input of several devices (a gpuscope file of several, a PyTorch snapshot of
+//! several GPUs) makes one page that shows each device, chosen at its top.
 //! The page itself is `gpuscope_runtime::memory::viewer`'s.
 
 use std::path::PathBuf;
@@ -10,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use gpuscope_runtime::format_bytes;
-use gpuscope_runtime::memory::viewer;
+use gpuscope_runtime::memory::{MemorySnapshot, viewer};
 
 use crate::view_input::{DEFAULT_MAX_INPUT_MIB, InputKind, LoadOptions, ViewError, load};
 
@@ -29,8 +31,8 @@ pub struct Args {
     /// Sites that get a band of their own in the chart; the others share one.
     #[arg(long, default_value_t = viewer::TOP_SITES)]
     top: usize,
-    /// For a PyTorch snapshot of several GPUs: the device to show (default: the one with
-    /// the most segments and events).
+    /// For a PyTorch snapshot of several GPUs: show only this device (default: every
+    /// device, each on its own, chosen at the page's top).
     #[arg(long)]
     device: Option<u64>,
     /// The input's kind, when its first bytes do not tell.
@@ -64,7 +66,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             )
         )
     });
-    let html = viewer::render_with(&loaded.snapshot, &title, args.top.max(1));
+    let html = viewer::render_all_with(&loaded.snapshots, &title, args.top.max(1));
     std::fs::write(&args.output, &html).map_err(|source| {
         ViewError::Io {
             file: args.output.display().to_string(),
@@ -72,23 +74,44 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         }
         .to_string()
     })?;
-    let snap = &loaded.snapshot;
-    let events = snap.history.as_ref().map_or(0, |h| h.events.len());
     let kind = match loaded.kind {
         InputKind::Gpuscope => "gpuscope snapshot",
         InputKind::Trace => "allocation trace",
         InputKind::Pytorch => "PyTorch snapshot",
     };
-    println!(
-        "{} ({kind}): {} events, {} segments, {} blocks ({} reserved) -> {} ({}, {:.2} s)",
-        args.input.display(),
-        events,
-        snap.segments.len(),
-        snap.blocks().count(),
-        format_bytes(snap.reserved as usize),
+    let written = format!(
+        "{} ({}, {:.2} s)",
         args.output.display(),
         format_bytes(html.len()),
         start.elapsed().as_secs_f64()
     );
+    if let [snap] = &loaded.snapshots[..] {
+        println!(
+            "{} ({kind}): {} -> {written}",
+            args.input.display(),
+            counts(snap)
+        );
+    } else {
+        // One line per device, in the page's order (the first is shown first).
+        println!(
+            "{} ({kind}, {} devices) -> {written}",
+            args.input.display(),
+            loaded.snapshots.len()
+        );
+        for snap in &loaded.snapshots {
+            println!("  {}: {}", snap.device, counts(snap));
+        }
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `120 events, 3 segments, 40 blocks (6.00 MiB reserved)`.
+fn counts(snap: &MemorySnapshot) -> String {
+    format!(
+        "{} events, {} segments, {} blocks ({} reserved)",
+        snap.history.as_ref().map_or(0, |h| h.events.len()),
+        snap.segments.len(),
+        snap.blocks().count(),
+        format_bytes(snap.reserved as usize)
+    )
 }

@@ -1,6 +1,8 @@
 //! What `gpuscope view` (and `gpuscope replay`, for pickles) read: a gpuscope snapshot
 //! (JSON), an allocation trace (CSV `op,id,size,stream`) or a PyTorch snapshot
-//! (pickle), told apart by their first bytes, each turned into a [`MemorySnapshot`].
+//! (pickle), told apart by their first bytes, each turned into a [`MemorySnapshot`] per
+//! device (a gpuscope file of several devices and a PyTorch snapshot of several GPUs
+//! give one each).
 //! Every error names the file and what is wrong; a file larger than the limit is
 //! refused before it is read.
 
@@ -61,13 +63,13 @@ pub struct LoadOptions {
     pub kind: Option<InputKind>,
     /// The largest file read, in MiB.
     pub max_input_mib: u64,
-    /// The device of a PyTorch snapshot to show (`None`: the busiest).
+    /// The device of a PyTorch snapshot to show (`None`: every device it has).
     pub device: Option<u64>,
 }
 
-/// A loaded input: the snapshot, and notes for the user.
+/// A loaded input: a snapshot per device (at least one), and notes for the user.
 pub struct Loaded {
-    pub snapshot: MemorySnapshot,
+    pub snapshots: Vec<MemorySnapshot>,
     pub kind: InputKind,
     pub notes: Vec<String>,
 }
@@ -149,9 +151,9 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Loaded, ViewError> {
         }
     };
     let mut notes = Vec::new();
-    let snapshot = match kind {
+    let snapshots = match kind {
         InputKind::Gpuscope => {
-            memory::read_json(&bytes, &path.display().to_string()).map_err(|e| match e {
+            memory::read_json_all(&bytes, &path.display().to_string()).map_err(|e| match e {
                 memory::JsonError::Format { message, .. } => {
                     input_err(path, format!("not a gpuscope memory snapshot: {message}"))
                 }
@@ -169,26 +171,43 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Loaded, ViewError> {
                     TraceError::Io { message, .. } => input_err(path, message),
                 })?;
             notes.push("an allocation trace has no creating sites: the chart has one band; gpuscope's allocator (a simulated 80 GiB device with 2 MiB virtual-memory pages) replayed it for reserved memory and segments".into());
-            from_trace(&trace).map_err(|m| input_err(path, m))?
+            vec![from_trace(&trace).map_err(|m| input_err(path, m))?]
         }
         InputKind::Pytorch => {
             let root = view_pytorch::decode(&bytes).map_err(|m| input_err(path, m))?;
             let snap =
                 PytorchSnapshot::new(root, options.device).map_err(|m| input_err(path, m))?;
             notes.extend(snap.notes.iter().cloned());
-            let skipped = snap.skipped_actions().map_err(|e| {
+            // Every device, each shown apart; or the one asked for.
+            let shown = match options.device {
+                Some(d) => vec![d],
+                None if snap.devices.is_empty() => vec![snap.device],
+                None => snap.devices.clone(),
+            };
+            let devices = view_pytorch::list(&snap.devices);
+            if snap.devices.len() > 1 {
+                notes.push(match options.device {
+                    Some(d) => format!("the snapshot has devices {devices}; showing device {d}"),
+                    None => format!(
+                        "the snapshot has devices {devices}: the page shows each (choose at its top; --device N shows one)"
+                    ),
+                });
+            }
+            let invalid = |e: crate::view_pickle::Malformed| {
                 input_err(path, format!("not a valid PyTorch memory snapshot: {e}"))
-            })?;
+            };
+            let skipped = snap.skipped_actions(&shown).map_err(invalid)?;
             if !skipped.is_empty() {
                 let list: Vec<String> = skipped.iter().map(|(a, n)| format!("{a} ×{n}")).collect();
                 notes.push(format!("trace entries not shown: {}", list.join(", ")));
             }
-            snap.to_snapshot()
-                .map_err(|e| input_err(path, format!("not a valid PyTorch memory snapshot: {e}")))?
+            snap.to_snapshots(&shown).map_err(invalid)?
         }
     };
-    let events = snapshot.history.as_ref().map_or(0, |h| h.events.len());
-    if snapshot.segments.is_empty() && events == 0 {
+    let empty = |s: &MemorySnapshot| {
+        s.segments.is_empty() && s.history.as_ref().is_none_or(|h| h.events.is_empty())
+    };
+    if snapshots.iter().all(empty) {
         return Err(input_err(
             path,
             match kind {
@@ -203,7 +222,7 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Loaded, ViewError> {
         ));
     }
     Ok(Loaded {
-        snapshot,
+        snapshots,
         kind,
         notes,
     })

@@ -1,8 +1,9 @@
 //! PyTorch memory snapshots (`torch.cuda.memory._dump_snapshot`): a Python pickle of
 //! the dict `torch.cuda.memory._snapshot()` returns. Decoded by `view_unpickle` (data
 //! only: it never runs code), then turned into gpuscope's
-//! [`MemorySnapshot`] (for `gpuscope view`) or into a [`Trace`] of the allocations and
-//! frees of one device (for `gpuscope replay`).
+//! [`MemorySnapshot`] per device (for `gpuscope view`: each device the snapshot has,
+//! `cuda:N`, separately) or into a [`Trace`] of the allocations and frees of one device
+//! (for `gpuscope replay`).
 //!
 //! The structure, as `_memory_snapshot_pickled` (torch/csrc/cuda/memory_snapshot.cpp)
 //! builds it: `segments` (each with `device`, `address`, `total_size`, `stream`,
@@ -22,12 +23,16 @@ use gpuscope_runtime::memory::{
 };
 use gpuscope_runtime::trace::{Trace, TraceOp};
 
-/// A decoded PyTorch snapshot, and the device chosen in it.
+/// A decoded PyTorch snapshot, its devices, and the device chosen in it.
 pub struct PytorchSnapshot {
     root: Value,
-    /// The device shown (or replayed).
+    /// The device chosen: the one asked for, else the busiest (what `gpuscope replay`
+    /// replays).
     pub device: u64,
-    /// What the reader wants the user to know (ignored fields, other devices, ...).
+    /// Every device with segments or trace entries, in ascending order (empty when the
+    /// snapshot has neither).
+    pub devices: Vec<u64>,
+    /// What the reader wants the user to know (ignored fields, ...).
     pub notes: Vec<String>,
 }
 
@@ -79,7 +84,7 @@ impl PytorchSnapshot {
                 ));
             }
         };
-        let mut notes = Vec::new();
+        let notes = Vec::new();
         let mut unknown = BTreeSet::new();
         top.note_unknown("snapshot", TOP_KEYS, &mut unknown);
         // Count what each device has.
@@ -116,15 +121,10 @@ impl PytorchSnapshot {
                 .max_by_key(|d| (weight[d], std::cmp::Reverse(*d)))
                 .unwrap_or(0),
         };
-        if present.len() > 1 {
-            notes.push(format!(
-                "the snapshot has devices {}; showing device {device} (choose with --device)",
-                list(&present)
-            ));
-        }
         let snap = PytorchSnapshot {
             root,
             device,
+            devices: present,
             notes,
         };
         // Walk once for the unknown fields of segments, blocks, events and frames.
@@ -167,21 +167,24 @@ impl PytorchSnapshot {
                 frames_unknown(&block, unknown)?;
             }
         }
-        for (_, e) in self.events()? {
-            e.note_unknown("event", EVENT_KEYS, unknown);
-            frames_unknown(&e, unknown)?;
+        let (traces, _) = top.list("device_traces")?;
+        for d in 0..traces.len() {
+            for (_, e) in self.events(d as u64)? {
+                e.note_unknown("event", EVENT_KEYS, unknown);
+                frames_unknown(&e, unknown)?;
+            }
         }
         Ok(())
     }
 
-    /// The chosen device's trace entries, with their paths.
-    fn events(&self) -> Result<Vec<(usize, Dict<'_>)>, Malformed> {
+    /// `device`'s trace entries, with their paths.
+    fn events(&self, device: u64) -> Result<Vec<(usize, Dict<'_>)>, Malformed> {
         let top = self.top();
         let (traces, tpath) = top.list("device_traces")?;
-        let Some(trace) = traces.get(self.device as usize) else {
+        let Some(trace) = usize::try_from(device).ok().and_then(|d| traces.get(d)) else {
             return Ok(Vec::new());
         };
-        let path = format!("{tpath}[{}]", self.device);
+        let path = format!("{tpath}[{device}]");
         as_list(trace, &path)?
             .iter()
             .enumerate()
@@ -189,35 +192,46 @@ impl PytorchSnapshot {
             .collect()
     }
 
-    /// The chosen device's memory as a gpuscope snapshot, with its history.
-    pub fn to_snapshot(&self) -> Result<MemorySnapshot, Malformed> {
+    /// The memory of each of `devices` as a gpuscope snapshot (`cuda:N (PyTorch
+    /// snapshot)`) with its history, in the order given; the segments are read once.
+    pub fn to_snapshots(&self, devices: &[u64]) -> Result<Vec<MemorySnapshot>, Malformed> {
         let top = self.top();
-        let mut segments = Vec::new();
+        let mut by_device: HashMap<u64, Vec<SegmentSnapshot>> =
+            devices.iter().map(|d| (*d, Vec::new())).collect();
         let (list, spath) = top.list("segments")?;
         for (i, s) in list.iter().enumerate() {
             let seg = Dict::new(s, format!("{spath}[{i}]"))?;
-            if seg.opt_u64("device")?.unwrap_or(0) != self.device {
-                continue;
+            let d = seg.opt_u64("device")?.unwrap_or(0);
+            if let Some(segments) = by_device.get_mut(&d) {
+                segments.push(segment(&seg)?);
             }
-            segments.push(segment(&seg)?);
         }
-        segments.sort_by_key(|s: &SegmentSnapshot| s.addr);
-        let allocated = segments.iter().map(|s| s.allocated()).sum();
-        let reserved = segments.iter().map(|s| s.size).sum();
-        let history = self.history(&segments)?;
-        Ok(MemorySnapshot {
-            format: SNAPSHOT_FORMAT.to_string(),
-            device: format!("cuda:{} (PyTorch snapshot)", self.device),
-            allocated,
-            reserved,
-            segments,
-            unplaced: Vec::new(),
-            history,
-        })
+        let mut snaps = Vec::with_capacity(devices.len());
+        for &device in devices {
+            let mut segments = by_device.remove(&device).unwrap_or_default();
+            segments.sort_by_key(|s: &SegmentSnapshot| s.addr);
+            let allocated = segments.iter().map(|s| s.allocated()).sum();
+            let reserved = segments.iter().map(|s| s.size).sum();
+            let history = self.history(device, &segments)?;
+            snaps.push(MemorySnapshot {
+                format: SNAPSHOT_FORMAT.to_string(),
+                device: format!("cuda:{device} (PyTorch snapshot)"),
+                allocated,
+                reserved,
+                segments,
+                unplaced: Vec::new(),
+                history,
+            });
+        }
+        Ok(snaps)
     }
 
-    fn history(&self, segments: &[SegmentSnapshot]) -> Result<Option<History>, Malformed> {
-        let entries = self.events()?;
+    fn history(
+        &self,
+        device: u64,
+        segments: &[SegmentSnapshot],
+    ) -> Result<Option<History>, Malformed> {
+        let entries = self.events(device)?;
         if entries.is_empty() {
             return Ok(None);
         }
@@ -290,11 +304,17 @@ impl PytorchSnapshot {
         }))
     }
 
-    /// Actions of the chosen device's trace that are not shown (`oom`, `snapshot`,
-    /// unknown ones), with their counts.
-    pub fn skipped_actions(&self) -> Result<Vec<(String, usize)>, Malformed> {
+    /// Actions of `devices`' traces that are not shown (`oom`, `snapshot`, unknown
+    /// ones), with their counts (summed over the devices).
+    pub fn skipped_actions(&self, devices: &[u64]) -> Result<Vec<(String, usize)>, Malformed> {
         let mut skipped: HashMap<String, usize> = HashMap::new();
-        for (_, e) in self.events()? {
+        for (_, e) in devices
+            .iter()
+            .map(|d| self.events(*d))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+        {
             let a = e.str("action")?;
             if !matches!(
                 a,
@@ -322,7 +342,7 @@ impl PytorchSnapshot {
         let mut live: HashMap<u64, (u64, String)> = HashMap::new();
         let mut streams: HashMap<u64, u32> = HashMap::from([(0, 0)]);
         let mut next_id = 0u64;
-        for (_, e) in self.events()? {
+        for (_, e) in self.events(self.device)? {
             match e.str("action")? {
                 "alloc" => {
                     let addr = e.u64("addr")?;
@@ -358,7 +378,8 @@ impl PytorchSnapshot {
     }
 }
 
-fn list(devices: &[u64]) -> String {
+/// `0, 1, 3`.
+pub fn list(devices: &[u64]) -> String {
     devices
         .iter()
         .map(u64::to_string)

@@ -122,6 +122,65 @@ fn line_of(needle: &str) -> usize {
         + 1
 }
 
+/// On the page of two devices (showing device 0): choosing device 1 in the selector
+/// reloads the page on it, which then draws device 1's segments and blocks, and only
+/// its sites; choosing device 0 again comes back.
+fn switch_device(b: &Browser, page: &Path) {
+    let count = |d: &Value| {
+        (
+            d["segments"].as_u64().unwrap(),
+            d["blocks"].as_u64().unwrap(),
+        )
+    };
+    let data = |i: usize| -> Value {
+        let html = std::fs::read_to_string(page).unwrap();
+        let tag = format!(r#"id="gpuscope-data-{i}">"#);
+        let rest = &html[html.find(&tag).unwrap() + tag.len()..];
+        serde_json::from_str(&rest[..rest.find("</script>").unwrap()]).unwrap()
+    };
+    let shown = b.eval(
+        "const V = window.gpuscopeViewer; return {device: V.device, options: document.querySelectorAll('#device option').length, drawn: V.drawn};",
+    );
+    assert_eq!(
+        (shown["device"].as_u64(), shown["options"].as_u64()),
+        (Some(0), Some(2))
+    );
+    for i in [1usize, 0] {
+        b.eval(&format!(
+            "const p = document.getElementById('device'); p.value = '{i}'; \
+             p.dispatchEvent(new Event('change')); return 0;"
+        ));
+        b.wait_for(
+            &format!("return !!(window.gpuscopeViewer && window.gpuscopeViewer.ready && window.gpuscopeViewer.device === {i});"),
+            Duration::from_secs(60),
+        );
+        let v = b.eval(
+            "const V = window.gpuscopeViewer; return {drawn: V.drawn, hash: location.hash, \
+             selected: document.getElementById('device').value, \
+             device: JSON.parse(document.getElementById('gpuscope-data').textContent).device, \
+             summary: document.getElementById('summary').textContent};",
+        );
+        let d = data(i);
+        let want = (
+            d["segments"].as_array().unwrap().len() as u64,
+            d["blocks"].as_array().unwrap().len() as u64,
+        );
+        assert_eq!(count(&v["drawn"]), want, "device {i}: {v}");
+        assert_eq!(v["hash"], format!("#device={i}"));
+        assert_eq!(v["selected"], i.to_string());
+        assert_eq!(v["device"], format!("cuda:{i} (PyTorch snapshot)"));
+        assert!(
+            v["summary"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("cuda:{i} (PyTorch snapshot)")),
+            "{v}"
+        );
+        b.screenshot(&out_dir().join(format!("two_devices_{i}.png")));
+        no_console_errors(b, &format!("two_devices #device={i}"));
+    }
+}
+
 /// A gpuscope snapshot with a history: three sites, one of them leaking.
 fn gpuscope_snapshot() -> MemorySnapshot {
     set_tracking(true);
@@ -326,6 +385,9 @@ fn viewer_pages_render_in_headless_chromium() {
         );
         if name == "synthetic_training" {
             assert_eq!((d.series, d.legend_items), (5, 5), "{d:?}");
+        }
+        if name == "two_devices" {
+            switch_device(&b, &page);
         }
         // Hover the largest allocated block with a site: the tooltip names the site.
         let i = b.eval(

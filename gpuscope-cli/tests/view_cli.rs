@@ -280,3 +280,169 @@ fn replay_reads_pytorch_snapshots() {
     .1;
     assert!(e.contains("not a PyTorch memory snapshot"), "{e}");
 }
+
+/// The payload of each device on a page: `(device, payload)`, in the page's order.
+fn payloads(html: &str) -> Vec<(String, serde_json::Value)> {
+    html.split(r#"<script type="application/json" id="gpuscope-data"#)
+        .skip(1)
+        .map(|rest| {
+            let json = &rest[rest.find('>').unwrap() + 1..rest.find("</script>").unwrap()];
+            let v: serde_json::Value = serde_json::from_str(json).unwrap();
+            (v["device"].as_str().unwrap().to_string(), v)
+        })
+        .collect()
+}
+
+#[test]
+fn a_pytorch_snapshot_of_two_gpus_shows_each_device() {
+    let input = data("pytorch-snapshots/two_devices.pickle");
+    let out = out_dir().join("two_devices.html");
+    let o = gpuscope(&["view", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("(PyTorch snapshot, 2 devices) -> ")
+            && stdout.contains("\n  cuda:0 (PyTorch snapshot): 22 events, 2 segments, ")
+            && stdout.contains("\n  cuda:1 (PyTorch snapshot): 22 events, 2 segments, "),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("the snapshot has devices 0, 1: the page shows each"),
+        "{stderr}"
+    );
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(html.contains(r#"<select id="device"><option value="0">cuda:0 (PyTorch snapshot)</option><option value="1">cuda:1 (PyTorch snapshot)</option></select>"#));
+    let p = payloads(&html);
+    let names: Vec<&str> = p.iter().map(|(d, _)| d.as_str()).collect();
+    assert_eq!(
+        names,
+        ["cuda:0 (PyTorch snapshot)", "cuda:1 (PyTorch snapshot)"]
+    );
+    // Each device has its own segments, blocks and sites: nothing merged.
+    let sites = |v: &serde_json::Value| -> Vec<String> {
+        v["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let (s0, s1) = (sites(&p[0].1), sites(&p[1].1));
+    assert!(
+        s0.iter().any(|s| s == "/home/user/model.py:88 (mlp)"),
+        "{s0:?}"
+    );
+    assert!(s0.iter().all(|s| !s.contains("stage2.py")), "{s0:?}");
+    assert!(
+        s1.iter().any(|s| s == "/home/user/stage2.py:30 (forward)"),
+        "{s1:?}"
+    );
+    assert!(
+        s1.iter()
+            .all(|s| !s.contains("model.py") && !s.contains("train.py")),
+        "{s1:?}"
+    );
+    for (_, v) in &p {
+        assert_eq!(v["segments"].as_array().unwrap().len(), 2);
+        assert_eq!(v["history"]["k"].as_array().unwrap().len(), 22); // 31 entries, 9 of them free_requested
+    }
+    // --device shows one device, as a page of one device.
+    let out1 = out_dir().join("two_devices_1.html");
+    let o = gpuscope(&[
+        "view",
+        input.to_str().unwrap(),
+        "--device",
+        "1",
+        "-o",
+        out1.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stdout.contains(" (PyTorch snapshot): 22 events, 2 segments, "),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("the snapshot has devices 0, 1; showing device 1"),
+        "{stderr}"
+    );
+    let html = std::fs::read_to_string(&out1).unwrap();
+    assert!(!html.contains("<select id=\"device\">"));
+    let p1 = payloads(&html);
+    assert_eq!(p1.len(), 1);
+    assert_eq!(p1[0].0, "cuda:1 (PyTorch snapshot)");
+    assert_eq!(sites(&p1[0].1), s1);
+    // A device the snapshot does not have is an error naming those it has.
+    let o = gpuscope(&[
+        "view",
+        input.to_str().unwrap(),
+        "--device",
+        "5",
+        "-o",
+        out1.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o)
+            .1
+            .contains("device 5 has no segments or events in this snapshot; it has device(s) 0, 1")
+    );
+}
+
+#[test]
+fn a_gpuscope_file_of_several_devices_shows_each_device() {
+    set_tracking(true);
+    let dev = |n| {
+        let backend = gpuscope_runtime::backend::host::HostBackend::new().with_ordinal(n);
+        Device::with_backend(
+            std::sync::Arc::new(backend),
+            gpuscope_runtime::alloc::AllocConfig::default(),
+        )
+        .unwrap()
+    };
+    let (a, b) = (dev(1), dev(2));
+    memory::record_history(&b, 1000);
+    let x = Tensor::zeros(&[40, 40], &a).unwrap(); // SITE a
+    let y = Tensor::zeros(&[7, 7], &b).unwrap(); // SITE b
+    let path = out_dir().join("devices.json");
+    memory::write_json_all(&[memory::snapshot(&a), memory::snapshot(&b)], &path).unwrap();
+    let out = out_dir().join("devices.html");
+    let o = gpuscope(&["view", path.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("(gpuscope snapshot, 2 devices) -> ")
+            && stdout.contains("\n  host:1 (host): 0 events, 1 segments, ")
+            && stdout.contains("\n  host:2 (host): 2 events, 1 segments, "),
+        "{stdout}"
+    );
+    let html = std::fs::read_to_string(&out).unwrap();
+    assert!(!html.contains("https://") && !html.contains("http://"));
+    assert!(html.contains(r#"<option value="1">host:2 (host)</option>"#));
+    let p = payloads(&html);
+    assert_eq!(p.len(), 2);
+    let line = |needle: &str| {
+        include_str!("view_cli.rs")
+            .lines()
+            .position(|l| l.contains(needle))
+            .unwrap()
+            + 1
+    };
+    let site = |needle| format!("{}:{}:", file!(), line(needle));
+    let has = |v: &serde_json::Value, s: &str| {
+        v["sites"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x.as_str().unwrap().starts_with(s))
+    };
+    assert!(has(&p[0].1, &site("// SITE a")) && !has(&p[0].1, &site("// SITE b")));
+    assert!(has(&p[1].1, &site("// SITE b")) && !has(&p[1].1, &site("// SITE a")));
+    assert!(p[0].1.get("history").is_none() && p[1].1.get("history").is_some());
+    // A file of one device still makes the page it always did.
+    let one = out_dir().join("one_device.json");
+    memory::write_json(&memory::snapshot(&a), &one).unwrap();
+    let html = view_ok(&one, "one_device.html");
+    assert!(!html.contains("<select id=\"device\">") && html.contains(r#"id="gpuscope-data">"#));
+    drop((x, y));
+}

@@ -4,11 +4,12 @@
 //! [`Device::best`] picks CUDA device 0 when a driver and a GPU are present, else the
 //! host, and says which through `tracing`. [`Device::cuda`] and [`Device::host`] return
 //! the same device (and allocator) every time they are asked for the same one.
+//! [`Device::opened`] lists the devices this process has opened and still holds.
 
 use std::mem::ManuallyDrop;
 use std::panic::Location;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use crate::alloc::{AllocConfig, AllocError, CachingAllocator, ConfigError, RawBlock};
 use crate::backend::host::HostBackend;
@@ -66,14 +67,72 @@ impl Eq for Device {}
 
 static HOST: OnceLock<Device> = OnceLock::new();
 static CUDA: Mutex<Vec<Option<Device>>> = Mutex::new(Vec::new());
+/// Every device made in this process, by [`Device::id`] (kept in ascending order), as
+/// weak references: listing a device does not keep
+/// it alive. Dead entries are pruned whenever a device is added or the list is read.
+static OPENED: Mutex<Vec<(u32, Weak<DeviceInner>)>> = Mutex::new(Vec::new());
+
+fn opened_table() -> std::sync::MutexGuard<'static, Vec<(u32, Weak<DeviceInner>)>> {
+    OPENED.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 impl Device {
     /// A device over `backend` with its own allocator (not shared with
-    /// [`Device::host`] / [`Device::cuda`]). Used by tests and by replay.
+    /// [`Device::host`] / [`Device::cuda`]). Used by tests and by replay. It is listed
+    /// by [`Device::opened`] while any clone of it is alive.
     pub fn with_backend(
         backend: Arc<dyn Backend>,
         config: AllocConfig,
     ) -> Result<Device, DeviceError> {
+        let device = Device::unlisted(backend, config)?;
+        device.list();
+        Ok(device)
+    }
+
+    /// The devices this process has opened and that are still alive, in the order they
+    /// were opened ([`id`](Device::id) order): the host device once [`Device::host`]
+    /// (or [`Device::best`] without a GPU) opened it, each CUDA device once
+    /// [`Device::cuda`] opened it (these live until the process ends), and each device
+    /// made by [`Device::with_backend`] while a clone of it is alive.
+    /// [`memory::snapshot_all`](crate::memory::snapshot_all) takes a snapshot of each.
+    /// The list holds clones: a device lives at least as long as a list that has it.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use gpuscope_runtime::{alloc::AllocConfig, backend::host::HostBackend, Device};
+    /// let host = Device::host().unwrap();
+    /// let own = Device::with_backend(Arc::new(HostBackend::new()), AllocConfig::default()).unwrap();
+    /// let opened = Device::opened();
+    /// assert!(opened.contains(&host) && opened.contains(&own));
+    /// let id = own.id();
+    /// drop((own, opened)); // no longer alive (the list held a clone): no longer listed
+    /// assert!(Device::opened().iter().all(|d| d.id() != id));
+    /// ```
+    pub fn opened() -> Vec<Device> {
+        let mut table = opened_table();
+        let mut devices = Vec::with_capacity(table.len());
+        table.retain(|(_, weak)| match weak.upgrade() {
+            Some(inner) => {
+                devices.push(Device { inner });
+                true
+            }
+            None => false,
+        });
+        devices
+    }
+
+    /// Adds the device to [`Device::opened`]'s list.
+    fn list(&self) {
+        let mut table = opened_table();
+        table.retain(|(_, weak)| weak.strong_count() > 0);
+        // Ids are taken before the lock: keep the list sorted.
+        let at = table.partition_point(|(id, _)| *id < self.id());
+        table.insert(at, (self.id(), Arc::downgrade(&self.inner)));
+    }
+
+    /// A device not (yet) in [`Device::opened`]'s list: the process-wide devices are
+    /// listed only once they are the ones kept.
+    fn unlisted(backend: Arc<dyn Backend>, config: AllocConfig) -> Result<Device, DeviceError> {
         let allocator = CachingAllocator::new(backend.clone(), config)?;
         let label = crate::intern::label(format!(
             "{}:{} ({})",
@@ -97,8 +156,14 @@ impl Device {
         if let Some(d) = HOST.get() {
             return Ok(d.clone());
         }
-        let device = Device::with_backend(Arc::new(HostBackend::new()), AllocConfig::from_env()?)?;
-        Ok(HOST.get_or_init(|| device).clone())
+        let device = Device::unlisted(Arc::new(HostBackend::new()), AllocConfig::from_env()?)?;
+        // Two threads may both make one; only the one kept is listed.
+        Ok(HOST
+            .get_or_init(|| {
+                device.list();
+                device
+            })
+            .clone())
     }
 
     /// CUDA device `ordinal` (one per process and ordinal), configured by
@@ -109,7 +174,8 @@ impl Device {
             return Ok(d.clone());
         }
         let backend = open_cuda(ordinal)?;
-        let device = Device::with_backend(backend, AllocConfig::from_env()?)?;
+        let device = Device::unlisted(backend, AllocConfig::from_env()?)?;
+        device.list();
         if table.len() <= ordinal {
             table.resize(ordinal + 1, None);
         }

@@ -204,3 +204,150 @@ fn the_page_holds_the_snapshot_and_its_history() {
     }
     drop(leaked);
 }
+
+/// Two devices of their own, told apart by name (`host:N`, `host:N+1`; each test its
+/// own N, as tests run at once and every device alive is listed).
+fn two_devices(n: usize) -> (Device, Device) {
+    let dev = |n| {
+        let backend = HostBackend::new().with_ordinal(n);
+        Device::with_backend(Arc::new(backend), AllocConfig::default()).unwrap()
+    };
+    (dev(n), dev(n + 1))
+}
+
+#[test]
+fn opened_devices_are_listed_while_they_live() {
+    let host = Device::host().unwrap();
+    let (a, b) = two_devices(1);
+    let opened = Device::opened();
+    // In opening order: the host (opened first here or earlier), then a, then b.
+    let at = |d: &Device| opened.iter().position(|o| o == d).unwrap();
+    assert!(at(&host) < at(&a) && at(&a) < at(&b), "{opened:?}");
+    assert!(opened.windows(2).all(|w| w[0].id() < w[1].id()));
+    assert_eq!(
+        (a.description().as_str(), b.description().as_str()),
+        ("host:1 (host)", "host:2 (host)")
+    );
+    // Listing does not keep a device alive; the process-wide host device always lives.
+    let (ida, idb) = (a.id(), b.id());
+    drop(opened);
+    drop(a);
+    let opened = Device::opened();
+    assert!(opened.iter().all(|d| d.id() != ida));
+    assert!(opened.iter().any(|d| d.id() == idb) && opened.contains(&host));
+    drop((opened, b));
+    assert!(Device::opened().iter().all(|d| d.id() != idb));
+}
+
+#[test]
+fn snapshot_all_takes_each_device_with_its_own_blocks_sites_and_history() {
+    set_tracking(true);
+    let (a, b) = two_devices(3);
+    memory::record_history(&b, 1000);
+    let on_a = Tensor::zeros(&[300, 300], &a).unwrap(); // site on a
+    let on_b = Tensor::ones(&[17, 3], &b).unwrap(); // site on b
+    let on_b2 = Tensor::ones(&[5], &b).unwrap();
+    let snaps = memory::snapshot_all();
+    let of = |d: &Device| {
+        let mine: Vec<_> = snaps
+            .iter()
+            .filter(|s| s.device == d.description())
+            .collect();
+        assert_eq!(mine.len(), 1, "one snapshot per device: {snaps:#?}");
+        mine[0].clone()
+    };
+    let (sa, sb) = (of(&a), of(&b));
+    // The order is the opening order.
+    let pos = |s: &memory::MemorySnapshot| snaps.iter().position(|o| o == s).unwrap();
+    assert!(pos(&sa) < pos(&sb));
+    let tensors = |s: &memory::MemorySnapshot| -> Vec<(Vec<usize>, String)> {
+        s.blocks()
+            .filter_map(|b| Some((b.tensor.as_ref()?.shape.clone(), b.site.clone()?)))
+            .collect()
+    };
+    let site = |needle| format!("{}:{}:", file!(), line_of(needle));
+    let ta = tensors(&sa);
+    assert_eq!(ta.len(), 1, "{ta:?}");
+    assert_eq!(ta[0].0, [300, 300]);
+    assert!(ta[0].1.starts_with(&site("// site on a")), "{ta:?}");
+    let tb = tensors(&sb);
+    assert_eq!(tb.len(), 2, "{tb:?}");
+    assert!(
+        tb.iter()
+            .any(|(shape, s)| shape == &[17, 3] && s.starts_with(&site("// site on b")))
+    );
+    // Each device's memory is its own; only b records a history, of b's allocations.
+    assert_eq!(
+        sa.allocated,
+        a.allocator().stats().allocated_bytes.all.current as u64
+    );
+    assert_eq!(
+        sb.allocated,
+        b.allocator().stats().allocated_bytes.all.current as u64
+    );
+    assert!(sa.history.is_none());
+    let h = sb.history.as_ref().unwrap();
+    let allocs = h
+        .events
+        .iter()
+        .filter(|e| e.action == HistoryAction::Alloc)
+        .count();
+    assert_eq!(allocs, 2);
+    assert!(
+        h.sites
+            .iter()
+            .all(|s| !s.starts_with(&site("// site on a")))
+    );
+    // The same as each device's own snapshot.
+    assert_eq!(sa, memory::snapshot(&a));
+    drop((on_a, on_b, on_b2));
+}
+
+#[cfg(feature = "serde")]
+#[test]
+fn several_devices_round_trip_through_json() {
+    set_tracking(true);
+    let (a, b) = two_devices(5);
+    memory::record_history(&a, 100);
+    let (x, y) = (
+        Tensor::zeros(&[3], &a).unwrap(),
+        Tensor::zeros(&[4], &b).unwrap(),
+    );
+    let snaps = vec![memory::snapshot(&a), memory::snapshot(&b)];
+    let path = std::env::temp_dir().join(format!("gpuscope-devices-{}.json", std::process::id()));
+    memory::write_json_all(&snaps, &path).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    std::fs::remove_file(&path).ok();
+    assert_eq!(memory::read_json_all(&bytes, "d.json").unwrap(), snaps);
+    // One device's file: read by both readers, as it always was.
+    let one = memory::to_json(&snaps[1]);
+    assert_eq!(
+        memory::read_json(one.as_bytes(), "1.json").unwrap(),
+        snaps[1]
+    );
+    assert_eq!(
+        memory::read_json_all(one.as_bytes(), "1.json").unwrap(),
+        &snaps[1..]
+    );
+    drop((x, y));
+}
+
+#[cfg(feature = "viewer")]
+#[test]
+fn the_page_of_several_devices_holds_each_device() {
+    set_tracking(true);
+    let (a, b) = two_devices(7);
+    let (x, y) = (
+        Tensor::zeros(&[3], &a).unwrap(),
+        Tensor::zeros(&[4], &b).unwrap(),
+    );
+    let snaps = [memory::snapshot(&a), memory::snapshot(&b)];
+    let html = memory::viewer::render_all(&snaps, "two");
+    assert!(html.contains(r#"<select id="device"><option value="0">host:7 (host)</option><option value="1">host:8 (host)</option></select>"#));
+    assert!(html.contains(r#"id="gpuscope-data-0">{"title":"two","device":"host:7 (host)""#));
+    assert!(html.contains(r#"id="gpuscope-data-1">{"title":"two","device":"host:8 (host)""#));
+    // One device: no selector.
+    let html = memory::viewer::render_all(&snaps[..1], "one");
+    assert!(!html.contains("<select id=\"device\">") && html.contains(r#"id="gpuscope-data">"#));
+    drop((x, y));
+}

@@ -7,7 +7,24 @@
   'use strict';
   var V = (window.gpuscopeViewer = { drawn: {}, timings: {}, ready: false });
   var tStart = performance.now();
-  var D = JSON.parse(document.getElementById('gpuscope-data').textContent);
+  // Several devices: one data element each (#gpuscope-data-N) and a selector. The
+  // address's fragment (#device=N) says which is shown; choosing another sets it, and
+  // a changed fragment reloads the page, which then draws that device from scratch.
+  var dataNode = document.getElementById('gpuscope-data');
+  var picker = document.getElementById('device');
+  V.device = 0;
+  if (!dataNode && picker) {
+    var m = /^#device=(\d+)$/.exec(window.location.hash);
+    V.device = m && document.getElementById('gpuscope-data-' + m[1]) ? Number(m[1]) : 0;
+    dataNode = document.getElementById('gpuscope-data-' + V.device);
+    dataNode.id = 'gpuscope-data'; // the shown device's data, where a one-device page has it
+    picker.value = String(V.device);
+    picker.addEventListener('change', function () {
+      window.location.hash = 'device=' + picker.value;
+    });
+    window.addEventListener('hashchange', function () { window.location.reload(); });
+  }
+  var D = JSON.parse(dataNode.textContent);
   V.timings.parse = performance.now() - tStart;
 
   // ---------------------------------------------------------------- helpers

@@ -31,6 +31,7 @@ pub struct HostBackend {
     streams: AtomicU32,
     events: AtomicU32,
     capacity: Option<usize>,
+    ordinal: usize,
 }
 
 impl Default for HostBackend {
@@ -46,7 +47,15 @@ impl HostBackend {
             streams: AtomicU32::new(1),
             events: AtomicU32::new(0),
             capacity: None,
+            ordinal: 0,
         }
+    }
+
+    /// The same backend, numbered `ordinal` among host devices (`host:1 (host)`): a
+    /// stand-in for a second GPU, so that tests and examples of several devices tell
+    /// them apart by name. [`Device::host`](crate::Device::host) is `host:0`.
+    pub fn with_ordinal(self, ordinal: usize) -> Self {
+        HostBackend { ordinal, ..self }
     }
 
     /// A host backend that reports `bytes` as its total memory (the allocator's memory
@@ -96,6 +105,10 @@ impl Backend for HostBackend {
 
     fn name(&self) -> String {
         "host".to_string()
+    }
+
+    fn ordinal(&self) -> usize {
+        self.ordinal
     }
 
     fn mem_info(&self) -> Result<MemInfo, BackendError> {

@@ -1,5 +1,6 @@
 //! Pictures of device memory: [`snapshot`] (every segment and block, and for the blocks
-//! of live tensors their dtype, shape, creating site and scope), an opt-in, bounded
+//! of live tensors their dtype, shape, creating site and scope) and [`snapshot_all`]
+//! (one for each device the process has opened), an opt-in, bounded
 //! allocation history ([`record_history`], like PyTorch's `_record_memory_history`),
 //! the JSON format both are saved in (feature `serde`), and the self-contained HTML
 //! page that shows them (feature `viewer`; also what `gpuscope view` writes).
@@ -24,9 +25,31 @@
 //! tracking records; `json` reads and writes them (feature `serde`); `viewer` makes the
 //! page (feature `viewer`).
 //!
+//! Several devices (a program that trains on two GPUs, or on a GPU and the host):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use gpuscope_runtime::{alloc::AllocConfig, backend::host::HostBackend, memory, Device, Tensor};
+//! // Two devices of this process (on a machine with GPUs: Device::cuda(0), Device::cuda(1)).
+//! let a = Device::with_backend(Arc::new(HostBackend::new()), AllocConfig::default()).unwrap();
+//! let b = Device::with_backend(Arc::new(HostBackend::new().with_ordinal(1)), AllocConfig::default()).unwrap();
+//! memory::record_history(&b, 10_000); // histories are per device, and optional
+//! let (x, y) = (Tensor::zeros(&[64], &a).unwrap(), Tensor::ones(&[8, 8], &b).unwrap());
+//! let snaps = memory::snapshot_all(); // every device opened and alive, in opening order
+//! let of = |d: &Device| snaps.iter().find(|s| s.device == d.description()).unwrap();
+//! assert_eq!(of(&b).device, "host:1 (host)");
+//! assert!(of(&a).history.is_none() && of(&b).history.is_some());
+//! # #[cfg(feature = "viewer")]
+//! assert!(memory::viewer::render_all(&snaps, "two devices").contains(r#"<select id="device">"#)); // a device selector
+//! # #[cfg(feature = "serde")]
+//! assert_eq!(memory::read_json_all(memory::to_json_all(&snaps).as_bytes(), "inline").unwrap(), snaps);
+//! # drop((x, y));
+//! ```
+//!
 //! ## The JSON format (`gpuscope-memory/1`)
 //!
-//! One object, [`MemorySnapshot`]:
+//! A file holds one device's snapshot, or several. One device: one object,
+//! [`MemorySnapshot`]:
 //!
 //! ```text
 //! { "format": "gpuscope-memory/1", "device": "cuda:0 (NVIDIA H100 80GB HBM3)",
@@ -50,6 +73,21 @@
 //! Optional members (`site`, `tensor`, `scope`, `leaked_from`, `history`, an event's
 //! `site`) are left out when absent. Sizes are bytes; an allocation event's `size` is
 //! the bytes asked for; segment events carry the change of reserved bytes (address 0).
+//!
+//! Several devices (`to_json_all`, `write_json_all`, feature `serde`): one object
+//! with the same `format` and a `devices` array of the snapshots above, each complete
+//! (with its own `format`, and its `history` when one was recorded), in the order
+//! given (for [`snapshot_all`], the order the devices were opened):
+//!
+//! ```text
+//! { "format": "gpuscope-memory/1",
+//!   "devices": [ { "format": "gpuscope-memory/1", "device": "cuda:0 (...)", ... },
+//!                { "format": "gpuscope-memory/1", "device": "cuda:1 (...)", ... } ] }
+//! ```
+//!
+//! `read_json_all` reads both forms (one snapshot is a list of one); `read_json`
+//! reads the one-device form, and refuses a file of several devices with a message
+//! that says so.
 
 #[cfg(feature = "serde")]
 mod json;
@@ -62,8 +100,10 @@ pub use crate::record::{
     SNAPSHOT_FORMAT, ScopeInfo, SegmentSnapshot, TensorInfo,
 };
 #[cfg(feature = "serde")]
-pub use json::{JsonError, read_json, to_json, write_json};
-pub use snapshot::snapshot;
+pub use json::{
+    JsonError, read_json, read_json_all, to_json, to_json_all, write_json, write_json_all,
+};
+pub use snapshot::{snapshot, snapshot_all};
 
 use crate::device::Device;
 

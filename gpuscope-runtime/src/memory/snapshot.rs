@@ -1,5 +1,5 @@
 //! [`snapshot`]: the allocator's segments and blocks, joined with the tracking records
-//! of the tensors that live in them.
+//! of the tensors that live in them; [`snapshot_all`]: one for each device opened.
 
 use std::collections::HashMap;
 use std::panic::Location;
@@ -91,6 +91,15 @@ pub fn snapshot(device: &Device) -> MemorySnapshot {
         unplaced,
         history: super::history(device),
     }
+}
+
+/// A [`snapshot`] of every device the process has opened and that is still alive
+/// ([`Device::opened`]: the host device and each CUDA device once opened, and devices
+/// made by [`Device::with_backend`] while a clone of them lives), in the order they
+/// were opened; each with its own allocation history when one is being recorded on
+/// that device. The devices are taken one after the other, not at one instant.
+pub fn snapshot_all() -> Vec<MemorySnapshot> {
+    Device::opened().iter().map(snapshot).collect()
 }
 
 fn tensor_info(r: &TrackRecord) -> TensorInfo {

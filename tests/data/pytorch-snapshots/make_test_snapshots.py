@@ -17,16 +17,21 @@ The structure is the one `torch.cuda.memory._dump_snapshot()` pickles: the dict 
                        "addr", "size", "stream", "frames", "time_us"}]],
    "allocator_settings": {...}}
 
+two_devices.pickle is a process that used two GPUs (`two_devices()`): the segments of
+both in one list, each with its `device`, and one trace per device.
+
 Frames are shared between entries (as the C++ code shares them), so the pickle uses
 memo references, as real ones do. Real snapshots made on a GPU go in this folder too;
 the tests read every *.pickle here.
 
 Usage: python3 make_test_snapshots.py   (writes into this script's folder)
+       python3 make_test_snapshots.py two_devices   (writes two_devices.pickle only)
 """
 
 import os
 import pickle
 import random
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MiB = 1 << 20
@@ -52,12 +57,12 @@ SITES = {
 class Allocator:
     """Just enough of a caching allocator to make a consistent trace and snapshot."""
 
-    def __init__(self, stream, t0):
+    def __init__(self, stream, t0, base=0x7F0000000000):
         self.stream = stream
         self.t = t0
         self.trace = []
         self.segments = []  # [address, size, type, blocks: {offset: [size, requested, state, frames]}]
-        self.next_base = 0x7F0000000000
+        self.next_base = base
 
     def tick(self):
         self.t += random.randint(1, 40)
@@ -166,7 +171,48 @@ def training_run(steps):
     }, weights, moments
 
 
+# Sites of the second GPU's code (a pipeline's second stage).
+SITES["stage2"] = [TORCH, frame("/home/user/stage2.py", 30, "forward")]
+SITES["stage2_loss"] = [frame("/home/user/stage2.py", 55, "loss")]
+
+
+def two_devices():
+    """Two GPUs of one process, as _dump_snapshot writes them: the segments of both
+    devices in one `segments` list (each with its `device`), and `device_traces` with
+    one list per device. Device 0 runs training steps; device 1 a second pipeline
+    stage with sites of its own, at other addresses (CUDA's unified address space)."""
+    random.seed(11)
+    d0 = Allocator(stream=0, t0=1_700_000_000_000_000)
+    d1 = Allocator(stream=0, t0=1_700_000_000_000_500, base=0x7E0000000000)
+    w0 = [d0.alloc(4 * MiB, "embed"), d0.alloc(3 * MiB, "mlp")]
+    w1 = [d1.alloc(6 * MiB, "stage2")]
+    for _ in range(3):
+        acts = [d0.alloc(random.choice([256 * 1024, 2 * MiB]), "mlp") for _ in range(3)]
+        outs = [d1.alloc(1536 * 1024, "stage2") for _ in range(2)]
+        loss = d1.alloc(4096, "stage2_loss")
+        for x in acts:
+            d0.free(x)
+        for x in outs + [loss]:
+            d1.free(x)
+    kept = d1.alloc(512 * 1024, "stage2_loss")
+    return {
+        "segments": d0.snapshot_segments(device=0) + d1.snapshot_segments(device=1),
+        "device_traces": [d0.trace, d1.trace],
+        "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "expandable_segments": False},
+    }, (w0, w1, kept)
+
+
+def write_two_devices():
+    snap, _ = two_devices()
+    with open(os.path.join(HERE, "two_devices.pickle"), "wb") as f:
+        pickle.dump(snap, f)
+
+
 def main():
+    if sys.argv[1:] == ["two_devices"]:
+        write_two_devices()
+        return
+    write_two_devices()
     snap, _, _ = training_run(steps=12)
     with open(os.path.join(HERE, "synthetic_training.pickle"), "wb") as f:
         pickle.dump(snap, f)  # the default protocol, as _dump_snapshot does
