@@ -64,7 +64,7 @@ pub fn lint_block(
 ///
 /// Functions whose attributes end in `no_grad` or `gpu_scope` get that context; closures
 /// passed to `no_grad(..)` count as `no_grad`. Statics and consts declared anywhere in the
-/// file are known to [`static_escape`](RULES). Findings at `allow` are left out; the rest are
+/// file are known to [`static_escape`](crate::RULES). Findings at `allow` are left out; the rest are
 /// ordered by source position.
 ///
 /// ```

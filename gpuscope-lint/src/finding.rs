@@ -132,7 +132,7 @@ pub const UNKNOWN_RULE: &str = "unknown_rule";
 /// What the macros know about the function they lint.
 ///
 /// Attributes written on the function (`#[no_grad]`, `#[gpu_scope]`, under any path) count
-/// as well, so `FnContext::default()` is right for [`lint_file`]-style use.
+/// as well, so `FnContext::default()` is right for [`lint_file`](crate::lint_file)-style use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FnContext {
     /// The function is `#[no_grad]`: gradients are off in its body.

@@ -6,7 +6,7 @@ use std::fmt;
 
 use crate::{Level, Rule};
 
-/// The level of each rule in [`RULES`]: every rule's default, unless [`set`](Levels::set).
+/// The level of each rule in [`RULES`](crate::RULES): every rule's default, unless [`set`](Levels::set).
 ///
 /// ```
 /// use gpuscope_lint::{Level, Levels};

@@ -2,7 +2,7 @@
 //! NCCL collectives on tensors.
 //!
 //! Where things live:
-//! - [`env`]: [`LaunchEnv`], the variables `torchrun` sets (`RANK`, `WORLD_SIZE`,
+//! - [`env`](mod@env): [`LaunchEnv`], the variables `torchrun` sets (`RANK`, `WORLD_SIZE`,
 //!   `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`);
 //! - [`store`]: a key-value store speaking PyTorch's `TCPStore` protocol ([`StoreServer`],
 //!   [`StoreClient`]), so a gpuscope job can meet at `torchrun`'s agent store or at its

@@ -17,7 +17,7 @@
 //!   `gpuscope::leak`) when a subscriber is set, else stderr; `stderr`: the rustc-like
 //!   text, with the source line, repeats from one site folded; `exit`: the summary of
 //!   tracked tensors still alive at process exit ([`live_summary`]).
-//! - `future`: [`scoped`], scopes over `async` code.
+//! - `future`: [`scoped`](crate::escape::scoped), scopes over `async` code.
 //!
 //! ## Escape rules
 //! 1. Returning a tensor (in any [`ScopeValue`](crate::ScopeValue): tuples, `Option`, `Result`, `Vec`,

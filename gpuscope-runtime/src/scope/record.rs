@@ -1,6 +1,6 @@
-//! The scopes' side of a tracking record: who owns a tracked storage ([`TrackState`])
+//! The scopes' side of a tracking record: who owns a tracked storage (`TrackState`)
 //! and the record ids. The record itself, as data, is
-//! [`TrackRecord`](crate::record::TrackRecord) (re-exported here); the live record is a
+//! [`TrackRecord`] (re-exported here); the live record is a
 //! slot that is reused once the tensor is gone (see `slot`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
