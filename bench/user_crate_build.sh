@@ -2,7 +2,8 @@
 # What a program that depends on gpuscope pays to build it: makes a small user crate
 # (one #[gpu_scope] training step) that depends on the gpuscope package of REV (a git
 # revision of this repository, default HEAD), then prints the number of distinct crates
-# it compiles and the time of a clean debug build (dependencies fetched beforehand, so
+# it compiles and the time of a clean debug build (wall clock, and CPU time, which a
+# loaded machine disturbs less) (dependencies fetched beforehand, so
 # the network is not timed).
 #
 # Usage: bench/user_crate_build.sh [REV]
@@ -41,8 +42,6 @@ RS
 cd "$work/user"
 cargo fetch -q
 crates=$(cargo tree -e normal,build --prefix none | sed 's/ (\*)//; s/ (proc-macro)//' | sort -u | grep -vc '^user ')
-start=$(date +%s.%N)
-cargo build -q
-end=$(date +%s.%N)
-printf 'rev %s: %s crates besides the user crate, clean debug build %.1f s\n' \
-  "$(git -C "$repo" rev-parse --short "$rev")" "$crates" "$(echo "$end - $start" | bc)"
+read -r wall user sys < <({ /usr/bin/time -f "%e %U %S" cargo build -q; } 2>&1 | tail -1)
+printf 'rev %s: %s crates besides the user crate, clean debug build %.1f s wall, %.1f s CPU (user %.1f + sys %.1f)\n' \
+  "$(git -C "$repo" rev-parse --short "$rev")" "$crates" "$wall" "$(echo "$user + $sys" | bc)" "$user" "$sys"
