@@ -42,7 +42,7 @@
 //! Where things live: `gpuscope-runtime/` (the runtime, see its crate docs),
 //! `gpuscope-macros/` (the macros; its crate docs map the code generation),
 //! `gpuscope-lint/` (lint rules shared by the macros and `gpuscope lint`),
-//! `gpuscope-cli/` (the `gpuscope` command: `replay`, `lint`; a package of its own, so
+//! `gpuscope-cli/` (the `gpuscope` command: `replay`, `lint`, `view`; a package of its own, so
 //! that this library compiles none of its dependencies).
 
 pub use gpuscope_runtime::*;

@@ -36,7 +36,7 @@
 //! - [`ops`]: the operations on tensors (arithmetic, activations, reductions, losses,
 //!   matrix products, views, layer norm, embedding, attention), each recording its
 //!   backward step; [`optim`]: optimizers ([`Sgd`], [`AdamW`]) and [`fit_batch_size`];
-//! - [`memory`]: [`memory::snapshot`], [`memory::record_history`], their JSON format
+//! - [`memory`]: [`memory::snapshot`] (and [`memory::snapshot_all`], every device), [`memory::record_history`], their JSON format
 //!   (feature `serde`) and the HTML memory viewer (feature `viewer`);
 //! - [`dist`]: several GPUs and processes: `torchrun`'s launch variables, a rendezvous
 //!   store, NCCL collectives on tensors, data parallelism;
