@@ -31,7 +31,7 @@ if has tests; then
     # ui (trybuild), the CLI's tests and the architecture check need cargo or the sources' tree.
     [[ $name == ui || $name == lint_cli || $name == replay_cli || $name == view_cli || $name == lint_corpus || $name == architecture ]] && continue
     echo "== $name"
-    timeout 120 "$t" --test-threads=4 2>&1 | grep -E "^test |test result|skipped|panicked|FAILED|error:" || true
+    timeout 120 "$t" --test-threads=4 --nocapture 2>&1 | grep -E "^test |test result|skipped:|panicked|FAILED|error:" || true
   done > "$out/tests.txt" 2>&1
 fi
 
@@ -75,9 +75,9 @@ tar czf "$base/final.tgz" -C /tmp/final_logs final
 echo "== summary"
 cat "$out/gpu.txt"
 if [[ -f $out/tests.txt ]]; then
-  grep -h "test result" "$out/tests.txt" | awk '{p+=$4; f+=$6} END {print "tests: " p " passed, " f " failed"}'
+  grep -h "^test result" "$out/tests.txt" | awk '{p+=$4; f+=$6} END {print "tests: " p " passed, " f " failed"}'
   grep -hE "FAILED|panicked" "$out/tests.txt" | head -20
-  echo "skips: $(grep -c skipped "$out/tests.txt")"; grep -h skipped "$out/tests.txt" | sort | uniq -c | head -5
+  echo "skips: $(grep -c "skipped:" "$out/tests.txt")"; grep -h "skipped:" "$out/tests.txt" | sort | uniq -c | head -5
 fi
 for f in torch_gpt gpt gpt_ddp1; do [[ -f $out/$f.txt ]] && { echo "-- $f"; tail -2 "$out/$f.txt"; tail -3 "$out/$f.err" 2>/dev/null; }; done
 [[ -f $out/allreduce_1gpu.txt ]] && tail -3 "$out/allreduce_1gpu.txt"
