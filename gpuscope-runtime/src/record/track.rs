@@ -27,6 +27,24 @@ pub struct TrackRecord {
 }
 
 impl TrackRecord {
+    /// For tests: an `f32` record of `bytes` bytes made at `site`, on the host, in no
+    /// scope.
+    #[cfg(test)]
+    pub(crate) fn for_test(site: &'static Location<'static>, bytes: usize) -> TrackRecord {
+        TrackRecord {
+            id: 1,
+            site,
+            bytes,
+            dtype: DType::F32,
+            shape: smallvec::smallvec![bytes / 4],
+            device: "host:0 (host)",
+            device_id: 1,
+            addr: 0,
+            owner: None,
+            leaked_from: None,
+        }
+    }
+
     /// A number unique to this storage in the process (increasing on each thread).
     pub fn id(&self) -> u64 {
         self.id

@@ -174,22 +174,10 @@ pub(crate) fn summarize(live: &[TrackRecord]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dtype::DType;
     use std::panic::Location;
 
     fn record(site: &'static Location<'static>, bytes: usize) -> TrackRecord {
-        TrackRecord {
-            id: 1,
-            site,
-            bytes,
-            dtype: DType::F32,
-            shape: smallvec::smallvec![bytes / 4],
-            device: "host:0 (host)",
-            device_id: 1,
-            addr: 0,
-            owner: None,
-            leaked_from: None,
-        }
+        TrackRecord::for_test(site, bytes)
     }
 
     #[test]
