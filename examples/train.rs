@@ -20,6 +20,9 @@
 //! cargo run --release --example train -- --inject-leak --leaks deny   # see a leak fail the run
 //! ```
 
+#[path = "common/paired_ab.rs"]
+mod paired_ab;
+
 use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -495,7 +498,7 @@ fn tracking_ab(
     let order = shuffled(train.len(), g);
     let batches: Vec<&[usize]> = order.chunks(batch_size).collect();
     let mut next = 0usize;
-    let mut block = |on: bool, opt: &mut AdamW| -> Result<f64, String> {
+    let ab = paired_ab::paired_rounds(args.tracking_ab, |on| {
         scope::set_tracking(on);
         let t0 = Instant::now();
         for _ in 0..args.ab_steps {
@@ -505,31 +508,8 @@ fn tracking_ab(
             train_step(model, opt, &x, &y, None).map_err(|e| e.to_string())?;
         }
         Ok(t0.elapsed().as_secs_f64() / args.ab_steps.max(1) as f64)
-    };
-    // One untimed round first.
-    block(true, opt)?;
-    block(false, opt)?;
-    let (mut on, mut off, mut share) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..args.tracking_ab {
-        let (t_on, t_off) = if round % 2 == 0 {
-            let a = block(true, opt)?;
-            (a, block(false, opt)?)
-        } else {
-            let b = block(false, opt)?;
-            (block(true, opt)?, b)
-        };
-        on.push(t_on);
-        off.push(t_off);
-        share.push((t_on - t_off) / t_off);
-    }
-    let q = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        let at = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
-        (at(0.25), at(0.5), at(0.75))
-    };
-    let (_, on_m, _) = q(on);
-    let (_, off_m, _) = q(off);
-    let (s1, sm, s3) = q(share);
+    })?;
+    let (on_m, off_m, (s1, sm, s3)) = (ab.on_median, ab.off_median, ab.share_quartiles);
     println!(
         "tracking A/B ({} paired rounds of {} steps, batch {batch_size}): tracking on {:.4} ms a step, off {:.4} ms (medians); tracking's share of the step: {:+.2}% (median of the rounds' differences; quartiles {:+.2}%, {:+.2}%)",
         args.tracking_ab,

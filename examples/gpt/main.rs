@@ -29,6 +29,8 @@
 mod cli;
 mod data;
 mod model;
+#[path = "../common/paired_ab.rs"]
+mod paired_ab;
 #[cfg(feature = "cuda")]
 mod parallel;
 mod timeline;
@@ -482,7 +484,7 @@ fn tracking_ab(
     dev: &Device,
 ) -> Result<(), String> {
     let block = model.cfg.block;
-    let mut run = |on: bool, opt: &mut AdamW| -> Result<f64, String> {
+    let ab = paired_ab::paired_rounds(args.tracking_ab, |on| {
         scope::set_tracking(on);
         sync(dev)?;
         let t0 = Instant::now();
@@ -493,28 +495,8 @@ fn tracking_ab(
         }
         sync(dev)?;
         Ok(t0.elapsed().as_secs_f64() / args.ab_steps.max(1) as f64)
-    };
-    run(true, opt)?;
-    run(false, opt)?;
-    let (mut on, mut off, mut share) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..args.tracking_ab {
-        let (a, b) = if round % 2 == 0 {
-            let a = run(true, opt)?;
-            (a, run(false, opt)?)
-        } else {
-            let b = run(false, opt)?;
-            (run(true, opt)?, b)
-        };
-        on.push(a);
-        off.push(b);
-        share.push((a - b) / b);
-    }
-    let q = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        let at = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
-        (at(0.25), at(0.5), at(0.75))
-    };
-    let ((_, on_m, _), (_, off_m, _), (s1, sm, s3)) = (q(on), q(off), q(share));
+    })?;
+    let (on_m, off_m, (s1, sm, s3)) = (ab.on_median, ab.off_median, ab.share_quartiles);
     println!(
         "tracking A/B ({} paired rounds of {} steps, batch {batch}): tracking on {:.3} ms a step, off {:.3} ms (medians); tracking's share of the step: {:+.2}% (median of the rounds' differences; quartiles {:+.2}%, {:+.2}%)",
         args.tracking_ab,
