@@ -48,22 +48,31 @@ if has ddp; then
 fi
 
 if has sanitize; then
-  # The four tools at once (correctness tools, not timings), each item bounded.
+  # The four tools at once (correctness tools, not timings), each item bounded, and all
+  # within SANITIZE_BUDGET_S (default 480 s, so that one call of at most 600 s still
+  # packs its logs): an item with too little time left is reported as skipped.
+  deadline=$((SECONDS + ${SANITIZE_BUDGET_S:-480}))
+  # sanitize TOOL COMMAND...: one item under the tool, within the time left (at most 200 s).
+  sanitize() {
+    local tool=$1 left=$((deadline - SECONDS)); shift
+    ((left > 200)) && left=200
+    if ((left < 15)); then echo "skipped: out of time"; return; fi
+    timeout "$left" "$cs" --tool "$tool" --print-limit 20 --error-exitcode 9 "$@" 2>&1 \
+      | grep -E "ERROR SUMMARY|test result|FAILED|^=========" | head -40
+    echo "exit ${PIPESTATUS[0]}"
+  }
   small="--device cuda --layers 2 --embd 128 --heads 4 --block 64 --vocab 128 --batch 4 --steps 3 --warmup 1"
   for tool in memcheck racecheck synccheck initcheck; do
     (
       echo "== train ($tool)"
-      timeout 200 "$cs" --tool $tool --print-limit 20 --error-exitcode 9 $bin/train --device cuda --epochs 1 --samples 2000 2>&1 | grep -E "ERROR SUMMARY|^=========" | head -40
-      echo "exit ${PIPESTATUS[0]}"
+      sanitize $tool $bin/train --device cuda --epochs 1 --samples 2000
       for extra in "" "--checkpoint"; do
         echo "== gpt $extra ($tool)"
-        timeout 200 "$cs" --tool $tool --print-limit 20 --error-exitcode 9 $bin/gpt $small $extra 2>&1 | grep -E "ERROR SUMMARY|^=========" | head -40
-        echo "exit ${PIPESTATUS[0]}"
+        sanitize $tool $bin/gpt $small $extra
       done
-      for t in cuda_allocator cuda_tensor ops_cuda_vs_host ops_cuda_transformer gpt_model; do
-        echo "== $t ($tool)"
-        timeout 200 "$cs" --tool $tool --print-limit 20 --error-exitcode 9 $bin/tests/$t --test-threads=1 2>&1 | grep -E "ERROR SUMMARY|test result|FAILED|^=========" | head -40
-        echo "exit ${PIPESTATUS[0]}"
+      for name in cuda_allocator cuda_tensor ops_cuda_vs_host ops_cuda_transformer gpt_model; do
+        echo "== $name ($tool)"
+        sanitize $tool $bin/tests/$name --test-threads=1
       done
     ) > "$out/sanitizer_$tool.txt" 2>&1 &
   done
@@ -81,5 +90,5 @@ if [[ -f $out/tests.txt ]]; then
 fi
 for f in torch_gpt gpt gpt_ddp1; do [[ -f $out/$f.txt ]] && { echo "-- $f"; tail -2 "$out/$f.txt"; tail -3 "$out/$f.err" 2>/dev/null; }; done
 [[ -f $out/allreduce_1gpu.txt ]] && tail -3 "$out/allreduce_1gpu.txt"
-for f in "$out"/sanitizer_*.txt; do [[ -f $f ]] && { echo "-- $(basename "$f")"; grep -E "ERROR SUMMARY|^exit|^== " "$f" | paste -sd" " | sed "s/ == /\n== /g"; }; done
+for f in "$out"/sanitizer_*.txt; do [[ -f $f ]] && { echo "-- $(basename "$f")"; grep -E "ERROR SUMMARY|^exit|^== |skipped" "$f" | paste -sd" " | sed "s/ == /\n== /g"; }; done
 } | tee "$base/final_summary.txt"

@@ -14,6 +14,7 @@
 #   ab          gpt --tracking-ab: tracking's share of the step, paired rounds
 #   timeline    gpt --timeline (a few steps, memory by kind), with and without checkpoint
 #   fit         gpt --find-batch-size under a 4 GiB cap; an OOM mid-step under a 1 GiB cap
+#   trace       gpt --trace: gpuscope's allocation requests as traces (6 steps, three sizes)
 #   leaks       gpt --leaks deny (short run)
 #   sanitize    compute-sanitizer memcheck, racecheck, synccheck, initcheck over the
 #               CUDA tests and a short gpt run
@@ -56,6 +57,13 @@ fi
 if has timeline; then
   "$gpt" --device cuda --steps 12 --timeline "$out/timeline.svg" > "$out/gpt_timeline.txt" 2> "$out/gpt_timeline.err"
   "$gpt" --device cuda --steps 12 --checkpoint --timeline "$out/timeline_ckpt.svg" > "$out/gpt_timeline_ckpt.txt" 2> "$out/gpt_timeline_ckpt.err"
+fi
+if has trace; then
+  # gpuscope's own allocation requests (bench/compare_torch.sh replays them through
+  # PyTorch's allocator too): a few steps at each size, from before the model is built.
+  "$gpt" --device cuda --steps 6 --warmup 2 --trace "$out/trace_gpt_default.csv" > "$out/gpt_trace.txt" 2>&1
+  "$gpt" --device cuda --steps 6 --warmup 2 --checkpoint --trace "$out/trace_gpt_default_ckpt.csv" >> "$out/gpt_trace.txt" 2>&1
+  "$gpt" --device cuda $big --steps 6 --warmup 2 --trace "$out/trace_gpt_big.csv" >> "$out/gpt_trace.txt" 2>&1
 fi
 if has fit; then
   "$gpt" --device cuda --steps 12 --find-batch-size --memory-limit-mib 4096 > "$out/gpt_fit.txt" 2> "$out/gpt_fit.err"

@@ -69,6 +69,11 @@ pub struct Args {
     /// line, segment map); the points are also printed as a table.
     #[arg(long)]
     pub timeline: Option<PathBuf>,
+    /// Record every allocation and free of the run from before the model is built and
+    /// write them here as an allocation trace (`op,id,size,stream`, what `gpuscope
+    /// replay` and `bench/compare_torch.sh` replay); use with few --steps.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
     /// Steps the timeline covers.
     #[arg(long, default_value_t = 2)]
     pub timeline_steps: usize,
@@ -142,9 +147,13 @@ pub fn check_args(args: &Args) -> Result<Config, String> {
     if args.devices > 1 && matches!(args.device, Some(DeviceChoice::Host)) {
         return Err("--devices N trains on N CUDA devices; --device host runs on one".into());
     }
-    if args.devices > 1 && (args.timeline.is_some() || args.tracking_ab > 0 || args.find_batch_size)
+    if args.devices > 1
+        && (args.timeline.is_some()
+            || args.trace.is_some()
+            || args.tracking_ab > 0
+            || args.find_batch_size)
     {
-        return Err("--timeline, --tracking-ab and --find-batch-size measure one GPU: run them without --devices".into());
+        return Err("--timeline, --trace, --tracking-ab and --find-batch-size measure one GPU: run them without --devices".into());
     }
     if args.memory_limit_mib == Some(0) {
         return Err("--memory-limit-mib must be at least 1".into());

@@ -36,6 +36,7 @@ mod parallel;
 mod timeline;
 
 use std::panic::Location;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -190,6 +191,11 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     if let Some(mib) = args.memory_limit_mib {
         dev.allocator().set_memory_limit(Some(mib << 20));
         eprintln!("memory cap: {}", format_bytes(mib << 20));
+    }
+
+    if args.trace.is_some() {
+        // Before the model is built: the trace holds every allocation of the run.
+        gpuscope::memory::record_history(&dev, TRACE_MAX_EVENTS);
     }
 
     let t0 = Instant::now();
@@ -379,6 +385,9 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     if args.tracking_ab > 0 {
         tracking_ab(args, &model, &mut opt, &mut batches, batch, &dev)?;
         scope::set_tracking(!args.no_tracking);
+    }
+    if let Some(path) = &args.trace {
+        write_trace(path, &dev)?;
     }
     if let Some(path) = &args.timeline {
         memory_timeline(args, path, &model, &mut opt, &mut batches, batch, &dev)?;
@@ -592,6 +601,30 @@ fn memory_timeline(
         println!("memory timeline: {}", path.display());
     }
     scope::set_tracking(!args.no_tracking);
+    Ok(())
+}
+
+/// Most events `--trace` records (about 1,700 a step at the default size).
+const TRACE_MAX_EVENTS: usize = 4_000_000;
+
+/// Writes the allocations and frees recorded since the start as an allocation trace.
+fn write_trace(path: &Path, dev: &Device) -> Result<(), String> {
+    let history = gpuscope::memory::history(dev).ok_or("--trace: no history was recorded")?;
+    gpuscope::memory::record_history(dev, 0);
+    if history.dropped > 0 {
+        return Err(format!(
+            "--trace: the run made more than {TRACE_MAX_EVENTS} allocations and frees and {} were dropped; trace fewer --steps",
+            history.dropped
+        ));
+    }
+    let trace = gpuscope::memory::history_trace(&history);
+    trace.write(path).map_err(|e| e.to_string())?;
+    println!(
+        "allocation trace: {} ({} operations, {} allocations)",
+        path.display(),
+        trace.ops().len(),
+        trace.allocations()
+    );
     Ok(())
 }
 

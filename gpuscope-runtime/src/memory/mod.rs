@@ -23,7 +23,8 @@
 //! Where things live: the types are the [record layer](crate::record)'s
 //! ([`MemorySnapshot`], [`History`]); `snapshot` joins the allocator's blocks with the
 //! tracking records; `json` reads and writes them (feature `serde`); `viewer` makes the
-//! page (feature `viewer`).
+//! page (feature `viewer`); `history_trace` turns a history into an allocation trace
+//! that `gpuscope replay` replays.
 //!
 //! Several devices (a program that trains on two GPUs, or on a GPU and the host):
 //!
@@ -89,6 +90,7 @@
 //! reads the one-device form, and refuses a file of several devices with a message
 //! that says so.
 
+mod history_trace;
 #[cfg(feature = "serde")]
 mod json;
 mod snapshot;
@@ -99,6 +101,7 @@ pub use crate::record::{
     BlockSnapshot, BlockState, History, HistoryAction, HistoryEvent, MemorySnapshot,
     SNAPSHOT_FORMAT, ScopeInfo, SegmentSnapshot, TensorInfo,
 };
+pub use history_trace::history_trace;
 #[cfg(feature = "serde")]
 pub use json::{
     JsonError, read_json, read_json_all, to_json, to_json_all, write_json, write_json_all,
