@@ -124,7 +124,7 @@ impl StoreClient {
     pub fn set(&self, key: &str, value: &[u8]) -> Result<(), DistError> {
         self.request(|c| {
             Request::new(Query::Set)
-                .bytes(key.as_bytes())
+                .key(key)
                 .bytes(value)
                 .send(&mut c.writer)
         })
@@ -134,9 +134,7 @@ impl StoreClient {
     pub fn get(&self, key: &str) -> Result<Vec<u8>, DistError> {
         self.wait(&[key], self.timeout)?;
         self.request(|c| {
-            Request::new(Query::Get)
-                .bytes(key.as_bytes())
-                .send(&mut c.writer)?;
+            Request::new(Query::Get).key(key).send(&mut c.writer)?;
             wire::read_bytes(&mut c.reader, wire::MAX_VALUE, "a value")
         })
     }
@@ -145,7 +143,7 @@ impl StoreClient {
     pub fn add(&self, key: &str, delta: i64) -> Result<i64, DistError> {
         self.request(|c| {
             Request::new(Query::Add)
-                .bytes(key.as_bytes())
+                .key(key)
                 .i64(delta)
                 .send(&mut c.writer)?;
             wire::read_i64(&mut c.reader)
@@ -237,9 +235,7 @@ impl StoreClient {
 
 fn keys_request(q: Query, keys: &[&str]) -> Request {
     keys.iter()
-        .fold(Request::new(q).u64(keys.len() as u64), |r, k| {
-            r.bytes(k.as_bytes())
-        })
+        .fold(Request::new(q).u64(keys.len() as u64), |r, k| r.key(k))
 }
 
 /// Errors that mean "the store is not up yet" rather than "never will be".

@@ -11,6 +11,11 @@ use std::io::{self, Read, Write};
 /// Sent with [`Query::Validate`] as the first message of every connection.
 pub const VALIDATION_MAGIC: u32 = 0x3C85_F7CE;
 
+/// What PyTorch's `TCPStore` client puts before every key it is given (`keyPrefix_`
+/// in `TCPStore.hpp`): `store.set("k", ..)` in Python sends the key `/k`. gpuscope's
+/// client does the same, so both name a key alike.
+pub const KEY_PREFIX: &str = "/";
+
 /// Longest key accepted (bytes): keys are short names; a longer one is hostile input.
 pub const MAX_KEY: u64 = 64 * 1024;
 /// Largest value accepted (bytes).
@@ -107,6 +112,14 @@ impl Request {
         r
     }
 
+    /// Appends a key as PyTorch's `TCPStore` sends it: with [`KEY_PREFIX`] before it.
+    pub fn key(self, key: &str) -> Request {
+        let mut r = self.u64((KEY_PREFIX.len() + key.len()) as u64);
+        r.0.extend_from_slice(KEY_PREFIX.as_bytes());
+        r.0.extend_from_slice(key.as_bytes());
+        r
+    }
+
     /// Writes the request.
     pub fn send(&self, w: &mut impl Write) -> io::Result<()> {
         w.write_all(&self.0)?;
@@ -199,6 +212,20 @@ mod tests {
         assert!(e.to_string().contains("18446744073709551615"));
         let mut input: &[u8] = &(MAX_KEYS + 1).to_le_bytes();
         assert!(read_keys(&mut input).is_err());
+    }
+
+    #[test]
+    fn keys_go_out_as_pytorchs_tcpstore_sends_them() {
+        // `TCPStore.set("k", b"v")` in Python sends: SET, the key `/k`, the value.
+        let request = Request::new(Query::Set).key("k").bytes(b"v");
+        let mut sent = Vec::new();
+        request.send(&mut sent).unwrap();
+        let mut expected = vec![1u8];
+        expected.extend_from_slice(&2u64.to_le_bytes());
+        expected.extend_from_slice(b"/k");
+        expected.extend_from_slice(&1u64.to_le_bytes());
+        expected.extend_from_slice(b"v");
+        assert_eq!(sent, expected);
     }
 
     #[test]
