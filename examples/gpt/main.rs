@@ -261,6 +261,14 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         );
     }
     let mut opt = AdamW::new(model.params(), args.lr).weight_decay(WEIGHT_DECAY);
+    // The optimizer's state now, next to the parameters: a model whose state does not
+    // fit fails here, and the state does not settle in the first step's activation holes.
+    opt.init_state().map_err(|e| {
+        format!(
+            "allocating AdamW's state ({}): {e}",
+            format_bytes(2 * model.numel() * 4)
+        )
+    })?;
     eprintln!(
         "model: {} layers, {} heads, width {}, block {}, vocabulary {}: {} parameters ({}){}",
         cfg.layers,
@@ -344,7 +352,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     #[cfg(not(feature = "cuda"))]
     let identical: Option<bool> = None;
     if me.rank != 0 {
-        return leak_report(args, &model, &opt);
+        return leak_report(args, &model, &opt, ddp);
     }
     let (first, last) = (losses[0], *losses.last().unwrap_or(&f64::NAN));
     eprintln!(
@@ -392,7 +400,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     if let Some(path) = &args.timeline {
         memory_timeline(args, path, &model, &mut opt, &mut batches, batch, &dev)?;
     }
-    leak_report(args, &model, &opt)
+    leak_report(args, &model, &opt, ddp)
 }
 
 #[cfg(feature = "cuda")]
@@ -402,6 +410,16 @@ fn bucket_count(d: &Ddp) -> usize {
 
 #[cfg(not(feature = "cuda"))]
 fn bucket_count(d: &Ddp) -> usize {
+    match *d {}
+}
+
+#[cfg(feature = "cuda")]
+fn bucket_buffers(d: &Ddp) -> Vec<&Tensor> {
+    d.bucket_buffers().collect()
+}
+
+#[cfg(not(feature = "cuda"))]
+fn bucket_buffers(d: &Ddp) -> Vec<&Tensor> {
     match *d {}
 }
 
@@ -630,20 +648,31 @@ fn write_trace(path: &Path, dev: &Device) -> Result<(), String> {
 
 /// Live tracked tensors that are neither parameters nor optimizer state: leaks
 /// (`--leaks deny`: the run fails).
-fn leak_report(args: &Args, model: &Gpt, opt: &AdamW) -> Result<ExitCode, String> {
+fn leak_report(
+    args: &Args,
+    model: &Gpt,
+    opt: &AdamW,
+    ddp: Option<&Ddp>,
+) -> Result<ExitCode, String> {
     let mut owned = timeline::ids(&model.params());
     owned.extend(timeline::ids(
         opt.moments().iter().flatten().flat_map(|(m, v)| [m, v]),
     ));
+    owned.extend(timeline::ids(ddp.map(bucket_buffers).unwrap_or_default()));
     let live = gpuscope::report_live();
     let extra: Vec<_> = live
         .iter()
         .filter(|l| !owned.contains(&l.record.id()))
         .collect();
     eprintln!(
-        "leak report: {} live tracked tensor(s): {} parameter(s) and optimizer state, {} other",
+        "leak report: {} live tracked tensor(s): {} parameter(s){}, {} other",
         live.len(),
         live.len() - extra.len(),
+        if ddp.is_some() {
+            ", optimizer state and gradient buckets"
+        } else {
+            " and optimizer state"
+        },
         extra.len()
     );
     for l in &extra {

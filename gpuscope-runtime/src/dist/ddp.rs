@@ -158,6 +158,12 @@ impl DistributedDataParallel {
         self.buckets.len()
     }
 
+    /// The buckets' flat gradient buffers: device memory that lives as long as `self`
+    /// (a leak check counts them with the parameters and the optimizer's state).
+    pub fn bucket_buffers(&self) -> impl Iterator<Item = &Tensor> {
+        self.buckets.iter().map(|b| &b.flat)
+    }
+
     /// The group.
     pub fn group(&self) -> &ProcessGroup {
         &self.group
