@@ -41,6 +41,11 @@ PYTORCH = {
     "resnet50_amp_train": ((1814.3, 1892.0, 106), (1788.6, 1806.0, 99)),
     "side_stream_loader_train": ((1558.6, 3462.0, 24), (1558.6, 1886.0, 21)),
     "unet_bf16_train": ((1083.2, 1168.0, 44), (1076.7, 1136.0, 39)),
+    # gpuscope's GPT example's own requests (tests/data/traces/README.md), replayed by
+    # PyTorch on 2026-11-23: bench/results/h100-2026-11-23/2-state-up-front/cmp/.
+    "gpuscope_gpt_train": ((2235.0, 2318.0, 67), (2227.0, 2254.0, 65)),
+    "gpuscope_gpt_checkpoint_train": ((730.4, 830.0, 39), (722.4, 814.0, 42)),
+    "gpuscope_gpt_large_train": ((7260.8, 7688.0, 122), (7258.8, 7444.0, 116)),
 }
 
 WARM_KINDS = ("allocs", "frees", "maps", "unmaps", "set_access", "address_reserves",
