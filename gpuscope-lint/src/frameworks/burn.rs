@@ -32,6 +32,7 @@ pub(crate) const TABLE: Framework = Framework {
     detach: &["detach", "inner"],
     no_grad_guards: &[],
     no_grad_closures: &[],
+    generic_type_names: false,
 };
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub(crate) const TABLE: Framework = Framework {
     detach: &["retaped"],
     no_grad_guards: &[],
     no_grad_closures: &[],
+    generic_type_names: false,
 };
 
 #[cfg(test)]

@@ -17,6 +17,7 @@ pub(crate) const TABLE: Framework = Framework {
     detach: &["detach"],
     no_grad_guards: &[&["GradModeGuard", "no_grad"], &["no_grad_guard"]],
     no_grad_closures: &["no_grad"],
+    generic_type_names: false,
 };
 
 #[cfg(test)]

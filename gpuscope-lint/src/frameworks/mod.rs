@@ -13,6 +13,7 @@
 
 mod burn;
 mod candle;
+mod cubecl;
 mod cudarc;
 mod dfdx;
 mod gpuscope;
@@ -64,6 +65,9 @@ pub(crate) struct Framework {
     pub(crate) no_grad_guards: &'static [&'static [&'static str]],
     /// Functions running a closure with gradients off (`no_grad(|| ..)`).
     pub(crate) no_grad_closures: &'static [&'static str],
+    /// Its type names are common words (CubeCL's `Handle`): they count only in files that
+    /// name the library, not in the union that applies where no library is named.
+    pub(crate) generic_type_names: bool,
 }
 
 /// Every supported library, gpuscope's first.
@@ -74,6 +78,7 @@ pub(crate) static ALL: &[&Framework] = &[
     &tch::TABLE,
     &dfdx::TABLE,
     &cudarc::TABLE,
+    &cubecl::TABLE,
     &neuronika::TABLE,
     &tract::TABLE,
 ];
@@ -199,7 +204,12 @@ impl Used {
     pub(crate) fn type_kind(&self, krate: Option<&str>, name: &str) -> Option<bool> {
         let tables: Vec<&'static Framework> = match krate.and_then(by_crate) {
             Some(framework) => vec![framework],
-            None => self.tables().collect(),
+            None if self.is_empty() => ALL
+                .iter()
+                .copied()
+                .filter(|f| !f.generic_type_names)
+                .collect(),
+            None => self.iter().collect(),
         };
         let device = tables.iter().any(|f| f.device_types.contains(&name));
         let host = tables.iter().any(|f| f.host_types.contains(&name));

@@ -31,6 +31,7 @@ pub(crate) const TABLE: Framework = Framework {
     detach: &["detach", "detach_"],
     no_grad_guards: &[&["no_grad_guard"], &["NoGradGuard", "new"]],
     no_grad_closures: &["no_grad"],
+    generic_type_names: false,
 };
 
 #[cfg(test)]

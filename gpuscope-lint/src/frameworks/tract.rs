@@ -24,6 +24,7 @@ pub(crate) const TABLE: Framework = Framework {
     detach: &[],
     no_grad_guards: &[],
     no_grad_closures: &[],
+    generic_type_names: false,
 };
 
 #[cfg(test)]

@@ -22,8 +22,8 @@ Default level: **deny**.
 ### What it does
 Finds `std::mem::forget(x)`, `ManuallyDrop::new(x)`, `Box::leak(x)` and `Vec::leak(x)` where
 `x` is known to own device memory: a tensor or a device buffer of a supported library
-(gpuscope, candle, burn, tch, dfdx, cudarc, cust, neuronika), a value of a struct of the file
-holding one, or the result of a tensor constructor or op.
+(gpuscope, candle, burn, tch, dfdx, cudarc, cust, CubeCL's `Handle`, neuronika), a value
+of a struct of the file holding one, or the result of a tensor constructor or op.
 
 ### Why is this bad
 A forgotten value's destructor never runs, so its device memory never goes back to the
