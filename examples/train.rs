@@ -22,9 +22,10 @@
 
 #[path = "common/paired_ab.rs"]
 mod paired_ab;
+#[path = "common/svg_chart.rs"]
+mod svg_chart;
 
 use std::collections::HashSet;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -35,6 +36,7 @@ use gpuscope::scope::{self, LeakPolicy};
 use gpuscope::tensor::{DType, Generator};
 use gpuscope::{Device, Tensor, TensorError, format_bytes, gpu_scope, memory, no_grad};
 use indicatif::{ProgressBar, ProgressStyle};
+use svg_chart::Chart;
 
 const CLASSES: usize = 10;
 
@@ -565,149 +567,67 @@ fn write_timeline(
     steps_per_epoch: usize,
     device: &str,
 ) -> std::io::Result<()> {
-    let (w, h) = (900.0, 360.0);
-    let (left, right, top, bottom) = (80.0, 20.0, 40.0, 50.0);
-    let (pw, ph) = (w - left - right, h - top - bottom);
+    let bytes = |v: i64| v.max(0) as usize;
     let max = samples
         .iter()
-        .map(|s| s.reserved.max(s.peak).max(s.allocated))
+        .map(|s| bytes(s.reserved.max(s.peak).max(s.allocated)))
         .max()
-        .unwrap_or(0)
-        .max(1) as f64;
-    let n = samples.len().max(2) - 1;
-    let x = |i: usize| left + pw * i as f64 / n as f64;
-    let y = |v: i64| top + ph * (1.0 - v as f64 / max);
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"##
+        .unwrap_or(0);
+    let mut chart = Chart::new(
+        (900.0, 360.0),
+        (80.0, 20.0, 40.0, 50.0),
+        samples.len(),
+        max,
+        &format!("Device memory, {device}"),
     );
-    let _ = writeln!(svg, r##"<rect width="{w}" height="{h}" fill="#ffffff"/>"##);
-    let _ = writeln!(
-        svg,
-        r##"<text x="{left}" y="22" font-size="15">Device memory, {}</text>"##,
-        escape(device)
-    );
-    // Horizontal grid and byte labels.
-    for k in 0..=4 {
-        let v = (max * k as f64 / 4.0) as i64;
-        let yy = y(v);
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{left}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#e5e5e5"/>"##,
-            left + pw
-        );
-        let _ = writeln!(
-            svg,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{}</text>"##,
-            left - 6.0,
-            yy + 4.0,
-            format_bytes(v as usize)
-        );
-    }
-    // Epoch rules.
     if steps_per_epoch > 0 {
         let mut e = 1;
         while e * steps_per_epoch < samples.len() {
-            let xx = x(e * steps_per_epoch);
-            let _ = writeln!(
-                svg,
-                r##"<line x1="{xx:.1}" y1="{top}" x2="{xx:.1}" y2="{:.1}" stroke="#bbb" stroke-dasharray="3,3"/>"##,
-                top + ph
-            );
+            chart.rule(e * steps_per_epoch, "#bbb");
             e += 1;
         }
     }
-    // Reserved: filled area; allocated: line.
-    let mut area = format!("M{:.1},{:.1}", x(0), y(0));
-    for (i, s) in samples.iter().enumerate() {
-        let _ = write!(area, " L{:.1},{:.1}", x(i), y(s.reserved));
-    }
-    let _ = write!(
-        area,
-        " L{:.1},{:.1} Z",
-        x(samples.len().saturating_sub(1)),
-        y(0)
+    let reserved: Vec<usize> = samples.iter().map(|s| bytes(s.reserved)).collect();
+    chart.area(
+        &reserved,
+        &vec![0; samples.len()],
+        r##"fill="#9ecae1" fill-opacity="0.6" stroke="#3182bd" stroke-width="1""##,
+        None,
     );
-    let _ = writeln!(
-        svg,
-        r##"<path d="{area}" fill="#9ecae1" fill-opacity="0.6" stroke="#3182bd" stroke-width="1"/>"##
+    chart.line(
+        samples.iter().map(|s| bytes(s.peak)),
+        r##"stroke="#756bb1" stroke-width="1""##,
     );
-    let line = |value: fn(&Sample) -> i64| -> String {
-        let points: Vec<String> = samples
-            .iter()
-            .enumerate()
-            .map(|(i, s)| format!("{:.1},{:.1}", x(i), y(value(s))))
-            .collect();
-        points.join(" ")
-    };
-    let _ = writeln!(
-        svg,
-        r##"<polyline points="{}" fill="none" stroke="#756bb1" stroke-width="1"/>"##,
-        line(|s| s.peak)
+    chart.line(
+        samples.iter().map(|s| bytes(s.allocated)),
+        r##"stroke="#e6550d" stroke-width="1.5""##,
     );
-    let _ = writeln!(
-        svg,
-        r##"<polyline points="{}" fill="none" stroke="#e6550d" stroke-width="1.5"/>"##,
-        line(|s| s.allocated)
-    );
-    // Axes and legend.
-    let _ = writeln!(
-        svg,
-        r##"<line x1="{left}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333"/>"##,
+    chart.axis("step (dashed: epochs)");
+    let (left, top, pw, ph) = chart.plot_area();
+    chart.element(&format!(
+        r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{:.1}" stroke="#333"/><text x="{left}" y="{:.1}" fill="#555">0</text><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{}</text>"##,
         top + ph,
-        left + pw,
-        top + ph
-    );
-    let _ = writeln!(
-        svg,
-        r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{:.1}" stroke="#333"/>"##,
-        top + ph
-    );
-    let _ = writeln!(
-        svg,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#555">step (dashed: epochs)</text>"##,
-        left + pw / 2.0,
-        h - 14.0
-    );
-    let _ = writeln!(
-        svg,
-        r##"<text x="{left}" y="{:.1}" fill="#555">0</text>"##,
-        top + ph + 16.0
-    );
-    let _ = writeln!(
-        svg,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{}</text>"##,
+        top + ph + 16.0,
         left + pw,
         top + ph + 16.0,
-        samples.len() - 1
-    );
+        samples.len().saturating_sub(1)
+    ));
     let lx = left + pw - 330.0;
-    let _ = writeln!(
-        svg,
+    chart.element(&format!(
         r##"<rect x="{lx:.1}" y="13" width="14" height="10" fill="#9ecae1" stroke="#3182bd"/><text x="{:.1}" y="22">reserved</text>"##,
         lx + 20.0
-    );
-    let _ = writeln!(
-        svg,
+    ));
+    chart.element(&format!(
         r##"<line x1="{:.1}" y1="18" x2="{:.1}" y2="18" stroke="#756bb1" stroke-width="2"/><text x="{:.1}" y="22">peak in step</text>"##,
         lx + 90.0,
         lx + 104.0,
         lx + 110.0
-    );
-    let _ = writeln!(
-        svg,
+    ));
+    chart.element(&format!(
         r##"<line x1="{:.1}" y1="18" x2="{:.1}" y2="18" stroke="#e6550d" stroke-width="2"/><text x="{:.1}" y="22">allocated after step</text>"##,
         lx + 200.0,
         lx + 214.0,
         lx + 220.0
-    );
-    svg.push_str("</svg>\n");
-    std::fs::write(path, svg)
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    ));
+    std::fs::write(path, chart.finish())
 }

@@ -33,6 +33,8 @@ mod model;
 mod paired_ab;
 #[cfg(feature = "cuda")]
 mod parallel;
+#[path = "../common/svg_chart.rs"]
+mod svg_chart;
 mod timeline;
 
 use std::panic::Location;

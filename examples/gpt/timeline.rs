@@ -12,7 +12,9 @@ use std::panic::Location;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use gpuscope::{Device, Tensor, format_bytes, report_live};
+use gpuscope::{Device, Tensor, report_live};
+
+use crate::svg_chart::Chart;
 
 /// What a live tensor is, by the line that made it (or, for parameters and the
 /// optimizer's state, by which tensors they are).
@@ -186,41 +188,18 @@ pub fn table(samples: &[Sample]) -> String {
 /// Writes the samples as an SVG: the kinds as stacked areas, reserved memory as a line,
 /// steps as dashed rules.
 pub fn write_svg(path: &Path, samples: &[Sample], title: &str) -> std::io::Result<()> {
-    let (w, h) = (1000.0, 440.0);
-    let (left, right, top, bottom) = (80.0, 20.0, 40.0, 130.0);
-    let (pw, ph) = (w - left - right, h - top - bottom);
     let max = samples
         .iter()
         .map(|s| s.reserved.max(s.allocated))
         .max()
-        .unwrap_or(0)
-        .max(1) as f64;
-    let n = samples.len().max(2) - 1;
-    let x = |i: usize| left + pw * i as f64 / n as f64;
-    let y = |v: usize| top + ph * (1.0 - v as f64 / max);
-    let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">"##
+        .unwrap_or(0);
+    let mut chart = Chart::new(
+        (1000.0, 440.0),
+        (80.0, 20.0, 40.0, 130.0),
+        samples.len(),
+        max,
+        title,
     );
-    let _ = writeln!(svg, r##"<rect width="{w}" height="{h}" fill="#ffffff"/>"##);
-    let _ = writeln!(
-        svg,
-        r##"<text x="{left}" y="22" font-size="15">{}</text>"##,
-        escape(title)
-    );
-    for k in 0..=4 {
-        let v = (max * k as f64 / 4.0) as usize;
-        let _ = writeln!(
-            svg,
-            r##"<line x1="{left}" y1="{yy:.1}" x2="{:.1}" y2="{yy:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{}</text>"##,
-            left + pw,
-            left - 6.0,
-            y(v) + 4.0,
-            format_bytes(v),
-            yy = y(v)
-        );
-    }
     // Stacked areas, bottom kind first.
     let mut below = vec![0usize; samples.len()];
     for (k, kind) in Kind::ALL.iter().enumerate() {
@@ -229,86 +208,49 @@ pub fn write_svg(path: &Path, samples: &[Sample], title: &str) -> std::io::Resul
             .zip(&below)
             .map(|(s, b)| b + s.bytes[k])
             .collect();
-        let mut d = String::new();
-        for (i, v) in above.iter().enumerate() {
-            let _ = write!(
-                d,
-                "{}{:.1},{:.1} ",
-                if i == 0 { "M" } else { "L" },
-                x(i),
-                y(*v)
-            );
-        }
-        for (i, v) in below.iter().enumerate().rev() {
-            let _ = write!(d, "L{:.1},{:.1} ", x(i), y(*v));
-        }
-        let _ = writeln!(
-            svg,
-            r##"<path d="{d}Z" fill="{}" fill-opacity="0.85" stroke="none"><title>{}</title></path>"##,
-            kind.color(),
-            kind.name()
+        chart.area(
+            &above,
+            &below,
+            &format!(
+                r##"fill="{}" fill-opacity="0.85" stroke="none""##,
+                kind.color()
+            ),
+            Some(kind.name()),
         );
         below = above;
     }
-    let reserved: Vec<String> = samples
-        .iter()
-        .enumerate()
-        .map(|(i, s)| format!("{:.1},{:.1}", x(i), y(s.reserved)))
-        .collect();
-    let _ = writeln!(
-        svg,
-        r##"<polyline points="{}" fill="none" stroke="#333" stroke-width="1.5" stroke-dasharray="4,2"/>"##,
-        reserved.join(" ")
+    chart.line(
+        samples.iter().map(|s| s.reserved),
+        r##"stroke="#333" stroke-width="1.5" stroke-dasharray="4,2""##,
     );
     // Step boundaries: before each sample labelled `step ...: start`.
     for (i, s) in samples.iter().enumerate() {
         if s.label.ends_with("start") && i > 0 {
-            let _ = writeln!(
-                svg,
-                r##"<line x1="{xx:.1}" y1="{top}" x2="{xx:.1}" y2="{:.1}" stroke="#999" stroke-dasharray="3,3"/>"##,
-                top + ph,
-                xx = x(i)
-            );
+            chart.rule(i, "#999");
         }
     }
-    let _ = writeln!(
-        svg,
-        r##"<line x1="{left}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333"/><text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#555">points of the steps: forward per block, loss, backward per block, optimizer step (dashed: step boundaries)</text>"##,
-        top + ph,
-        left + pw,
-        top + ph,
-        left + pw / 2.0,
-        top + ph + 18.0
-    );
+    chart.axis("points of the steps: forward per block, loss, backward per block, optimizer step (dashed: step boundaries)");
+    let (left, top, _, ph) = chart.plot_area();
     for (k, kind) in Kind::ALL.iter().enumerate() {
         let (lx, ly) = (
             left + (k % 3) as f64 * 300.0,
             top + ph + 40.0 + (k / 3) as f64 * 20.0,
         );
-        let _ = writeln!(
-            svg,
+        chart.element(&format!(
             r##"<rect x="{lx:.1}" y="{:.1}" width="14" height="10" fill="{}"/><text x="{:.1}" y="{ly:.1}">{}</text>"##,
             ly - 9.0,
             kind.color(),
             lx + 20.0,
             kind.name()
-        );
+        ));
     }
     let ly = top + ph + 100.0;
-    let _ = writeln!(
-        svg,
+    chart.element(&format!(
         r##"<line x1="{left}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#333" stroke-dasharray="4,2"/><text x="{:.1}" y="{ly:.1}">reserved by the allocator</text>"##,
         ly - 4.0,
         left + 14.0,
         ly - 4.0,
         left + 20.0
-    );
-    svg.push_str("</svg>\n");
-    std::fs::write(path, svg)
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    ));
+    std::fs::write(path, chart.finish())
 }
