@@ -14,7 +14,7 @@ cp "$target/release/gpuscope" .device-bin/
 for e in "$target"/release/examples/*; do
   [[ -x $e && ! $e =~ -[0-9a-f]{16}$ && -f $e ]] && cp "$e" .device-bin/
 done
-cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
+cargo test --release --workspace --no-run --message-format=json \
   | python3 -c 'import sys,json
 for l in sys.stdin:
     d=json.loads(l)

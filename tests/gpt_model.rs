@@ -13,6 +13,9 @@ mod data;
 #[path = "../examples/gpt/model.rs"]
 #[allow(dead_code)]
 mod model;
+#[path = "../examples/common/svg_chart.rs"]
+#[allow(dead_code)]
+mod svg_chart;
 #[path = "../examples/gpt/timeline.rs"]
 #[allow(dead_code)]
 mod timeline;
