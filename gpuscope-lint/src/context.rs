@@ -63,6 +63,8 @@ pub(crate) struct FnState {
     /// Addresses of the expressions the function turns into raw pointers
     /// (`Box::leak(b) as *mut T`, `NonNull::from(..)`).
     pub(crate) raw_casts: HashSet<usize>,
+    /// Addresses of the expressions whose value the function returns.
+    pub(crate) returned: HashSet<usize>,
 }
 
 /// The context of the expression a rule checks.

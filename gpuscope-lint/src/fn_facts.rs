@@ -65,6 +65,10 @@ pub(crate) struct FnFacts {
     pub(crate) raw_taken: HashSet<String>,
     /// Addresses of expressions turned into raw pointers (`x as *mut T`, `NonNull::from(x)`).
     pub(crate) raw_casts: HashSet<usize>,
+    /// Addresses of the expressions whose value the function returns: its tail expression
+    /// and the operands of `return`, through `Ok(..)`, `Some(..)`, `Err(..)`, blocks, `if`
+    /// and `match` arms.
+    pub(crate) returned: HashSet<usize>,
 }
 
 /// Methods that add their argument into their receiver.
@@ -104,9 +108,46 @@ impl FnFacts {
             graph_used: HashSet::new(),
             raw_taken: HashSet::new(),
             raw_casts: HashSet::new(),
+            returned: HashSet::new(),
         };
+        facts.returned_tail(block);
         facts.visit_block(block);
         facts
+    }
+
+    /// Marks the value `block` evaluates to as returned.
+    fn returned_tail(&mut self, block: &Block) {
+        if let Some(syn::Stmt::Expr(e, None)) = block.stmts.last() {
+            self.returned_expr(e);
+        }
+    }
+
+    /// Marks `e` (and what it is made of, when it only wraps or chooses a value) as
+    /// returned.
+    fn returned_expr(&mut self, e: &Expr) {
+        let e = strip(e);
+        self.returned.insert(std::ptr::from_ref(e) as usize);
+        match e {
+            Expr::Call(call)
+                if callee_path(call).is_some_and(|p| {
+                    p.segments
+                        .last()
+                        .is_some_and(|s| s.ident == "Ok" || s.ident == "Some" || s.ident == "Err")
+                }) =>
+            {
+                call.args.iter().for_each(|arg| self.returned_expr(arg));
+            }
+            Expr::Block(b) => self.returned_tail(&b.block),
+            Expr::Unsafe(u) => self.returned_tail(&u.block),
+            Expr::If(i) => {
+                self.returned_tail(&i.then_branch);
+                if let Some((_, other)) = &i.else_branch {
+                    self.returned_expr(other);
+                }
+            }
+            Expr::Match(m) => m.arms.iter().for_each(|arm| self.returned_expr(&arm.body)),
+            _ => {}
+        }
     }
 
     fn use_of(&mut self, e: &Expr) {
@@ -120,6 +161,11 @@ impl<'ast> Visit<'ast> for FnFacts {
     fn visit_expr(&mut self, e: &'ast Expr) {
         if let Some(ident) = takes_raw_handle(e) {
             self.raw_taken.insert(ident.to_string());
+        }
+        if let Expr::Return(r) = e {
+            if let Some(value) = &r.expr {
+                self.returned_expr(value);
+            }
         }
         match e {
             Expr::Cast(c) if matches!(&*c.ty, Type::Ptr(_)) => {

@@ -87,6 +87,7 @@ impl<'i> Walker<'i> {
                 graph_used: facts.graph_used,
                 raw_taken: facts.raw_taken,
                 raw_casts: facts.raw_casts,
+                returned: facts.returned,
                 main: sig.ident == "main" && sig.inputs.is_empty(),
                 ..FnState::default()
             };

@@ -57,7 +57,8 @@ fn features(x: &Tensor) -> Tensor {
 - Handing ownership over is not a leak and is not reported: forgetting `self` (or a value of
   the `impl`'s own type) inside its `impl`, forgetting a value after taking its raw pointer
   (`as_ptr`, `device_ptr`, `into_raw`, ...), a `Box::leak` whose result becomes a raw pointer
-  (`as *mut _`), and values rebuilt from raw pointers (`Arc::from_raw`, `ptr::read`).
+  (`as *mut _`), values rebuilt from raw pointers (`Arc::from_raw`, `ptr::read`), and a
+  `ManuallyDrop` the function returns (the caller decides whether it drops).
 "#;
 
 /// The rule's checks.
@@ -88,6 +89,11 @@ impl Check for ForgetTensor {
         };
         let Some(arg) = call.args.first() else { return };
         if cx.runs_once() || !cx.value(arg).owns_device_memory() || hands_over(e, arg, cx) {
+            return;
+        }
+        // A `ManuallyDrop` the function returns is the caller's to drop or keep.
+        if what == "ManuallyDrop::new" && cx.f.returned.contains(&(std::ptr::from_ref(e) as usize))
+        {
             return;
         }
         let value = show(arg);
@@ -206,6 +212,33 @@ fn f(t: Tensor, u: Tensor, v: Tensor, dev: &Device) {
         );
         assert!(f.help.contains("drop(t)"), "{}", f.help);
         assert_eq!(f.end.end().column, 23, "the whole call is underlined");
+    }
+
+    #[test]
+    fn a_manually_drop_the_function_returns_is_the_callers() {
+        // The shape of vllm.rs's `open_ipc_handle`: a tensor over another process's memory,
+        // returned in a `ManuallyDrop` so that dropping it frees nothing it does not own.
+        let src = r#"
+use std::mem::ManuallyDrop;
+use candle_core::{Result, Storage, Tensor};
+fn open(storage: Storage, shape: Vec<usize>) -> Result<ManuallyDrop<Tensor>> {
+    Ok(ManuallyDrop::new(Tensor::from_storage(storage, shape)?))
+}
+fn view(t: Tensor, early: bool) -> Option<ManuallyDrop<Tensor>> {
+    if early {
+        return Some(ManuallyDrop::new(t));
+    }
+    None
+}
+fn plain(t: Tensor) -> ManuallyDrop<Tensor> {
+    ManuallyDrop::new(t)
+}
+fn kept_here(t: Tensor) -> usize {
+    let kept = ManuallyDrop::new(t);
+    kept.dims().len()
+}
+"#;
+        assert_eq!(hits(RULE, src), [(17, 16)]);
     }
 
     #[test]
