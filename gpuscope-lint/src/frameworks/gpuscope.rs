@@ -18,6 +18,7 @@ pub(crate) const TABLE: Framework = Framework {
     no_grad_guards: &[&["GradModeGuard", "no_grad"], &["no_grad_guard"]],
     no_grad_closures: &["no_grad"],
     generic_type_names: false,
+    in_place_ops: true,
 };
 
 #[cfg(test)]

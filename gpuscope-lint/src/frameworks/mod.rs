@@ -68,6 +68,9 @@ pub(crate) struct Framework {
     /// Its type names are common words (CubeCL's `Handle`): they count only in files that
     /// name the library, not in the union that applies where no library is named.
     pub(crate) generic_type_names: bool,
+    /// Its tensors have in-place arithmetic (`add_`, `sub_`): an out-of-place update has an
+    /// in-place alternative to suggest.
+    pub(crate) in_place_ops: bool,
 }
 
 /// Every supported library, gpuscope's first.
@@ -159,6 +162,12 @@ impl Used {
         } else {
             Gradients::Returned
         }
+    }
+
+    /// Whether the tensors in use have in-place arithmetic: some library used has it, or no
+    /// library is named (gpuscope's semantics).
+    pub(crate) fn in_place_ops(&self) -> bool {
+        self.is_empty() || self.iter().any(|f| f.in_place_ops)
     }
 
     /// Whether a call named `name` clears gradients, in any table that applies.

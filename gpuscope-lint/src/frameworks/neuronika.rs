@@ -18,6 +18,7 @@ pub(crate) const TABLE: Framework = Framework {
     no_grad_guards: &[],
     no_grad_closures: &[],
     generic_type_names: false,
+    in_place_ops: true,
 };
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ pub(crate) const TABLE: Framework = Framework {
     no_grad_guards: &[&["no_grad_guard"], &["NoGradGuard", "new"]],
     no_grad_closures: &["no_grad"],
     generic_type_names: false,
+    in_place_ops: true,
 };
 
 #[cfg(test)]

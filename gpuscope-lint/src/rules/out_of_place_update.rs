@@ -52,6 +52,8 @@ fn sgd(weight: Tensor, grads: &[Tensor]) -> Tensor {
 ### Known problems
 - It cannot tell whether autograd needs the old value: an in-place update of a tensor saved
   for backward makes `backward()` fail (gpuscope refuses it).
+- It fires only where the tensors have in-place arithmetic (gpuscope, tch, neuronika, or no
+  library named): in candle, burn or dfdx code there is no in-place update to suggest.
 "#;
 
 /// The rule's checks.
@@ -77,6 +79,10 @@ impl Check for OutOfPlaceUpdate {
 
     fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
         let Expr::Assign(assign) = e else { return };
+        // Without in-place arithmetic (candle, burn, dfdx) there is nothing to suggest.
+        if !cx.used().in_place_ops() {
+            return;
+        }
         let target = &assign.left;
         // (in-place method, how the update is written, the other operand)
         let (op, written, other) = match unwrapped(strip(&assign.right)) {
@@ -182,6 +188,30 @@ fn update(w: Tensor, g: &Tensor) -> Result<(), TensorError> {
 }
 "#;
         assert_eq!(hits(RULE, src), [(4, 5), (5, 5)]);
+    }
+
+    #[test]
+    fn quiet_where_the_library_has_no_in_place_arithmetic() {
+        // candle's residual connections (seen in vllm.rs and Crane): candle tensors have no
+        // `add_` to suggest. tch's do.
+        let candle = r#"
+use candle_core::{Result, Tensor};
+fn block(xs: &Tensor, residual: &Tensor) -> Result<Tensor> {
+    let mut xs = xs.clone();
+    xs = (xs + residual)?;
+    Ok(xs)
+}
+"#;
+        assert_eq!(hits(RULE, candle), []);
+        let tch = r#"
+use tch::Tensor;
+fn block(xs: &Tensor, residual: &Tensor) -> Tensor {
+    let mut xs = xs.shallow_clone();
+    xs = xs + residual;
+    xs
+}
+"#;
+        assert_eq!(hits(RULE, tch), [(5, 5)]);
     }
 
     #[test]
