@@ -78,6 +78,19 @@ pub enum TensorError {
     /// A device call failed.
     #[error(transparent)]
     Backend(#[from] BackendError),
+    /// A device could not be opened (so that `Device::cuda(0)?` works in a function that
+    /// returns tensor errors).
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor, TensorError};
+    /// fn first() -> Result<f64, TensorError> {
+    ///     let dev = Device::cuda(0).or_else(|_| Device::host())?;
+    ///     Tensor::ones(&[4], &dev)?.sum()?.item()
+    /// }
+    /// assert_eq!(first().unwrap(), 4.0);
+    /// ```
+    #[error(transparent)]
+    Device(#[from] crate::device::DeviceError),
     /// Data and shape disagree.
     #[error("shape {shape:?} holds {expected} elements, but {got} were given")]
     Shape {
