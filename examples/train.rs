@@ -20,6 +20,8 @@
 //! cargo run --release --example train -- --inject-leak --leaks deny   # see a leak fail the run
 //! ```
 
+#[path = "common/main_with_errors.rs"]
+mod main_with_errors;
 #[path = "common/paired_ab.rs"]
 mod paired_ab;
 #[path = "common/svg_chart.rs"]
@@ -280,20 +282,7 @@ fn shuffled(n: usize, g: &mut Generator) -> Vec<usize> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    match run(&args) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    main_with_errors::main_with_errors(|| run(&args))
 }
 
 fn run(args: &Args) -> Result<ExitCode, String> {
@@ -511,16 +500,9 @@ fn tracking_ab(
         }
         Ok(t0.elapsed().as_secs_f64() / args.ab_steps.max(1) as f64)
     })?;
-    let (on_m, off_m, (s1, sm, s3)) = (ab.on_median, ab.off_median, ab.share_quartiles);
     println!(
-        "tracking A/B ({} paired rounds of {} steps, batch {batch_size}): tracking on {:.4} ms a step, off {:.4} ms (medians); tracking's share of the step: {:+.2}% (median of the rounds' differences; quartiles {:+.2}%, {:+.2}%)",
-        args.tracking_ab,
-        args.ab_steps,
-        1e3 * on_m,
-        1e3 * off_m,
-        100.0 * sm,
-        100.0 * s1,
-        100.0 * s3
+        "{}",
+        ab.report(args.tracking_ab, args.ab_steps, batch_size, 4)
     );
     Ok(())
 }
@@ -548,12 +530,7 @@ fn find_batch_size(
         r
     })
     .map_err(|e| e.to_string())?;
-    let tried: Vec<String> = fit
-        .tries
-        .iter()
-        .map(|t| format!("{}{}", t.batch_size, if t.fit { "" } else { "✗" }))
-        .collect();
-    println!("batch size search (✗: out of memory): {}", tried.join(" "));
+    println!("batch size search (✗: out of memory): {fit}");
     println!("largest batch that fits: {}", fit.batch_size);
     Ok(fit.batch_size)
 }

@@ -41,6 +41,22 @@ pub fn paired_rounds(
     })
 }
 
+impl PairedAb {
+    /// The line both examples print: `rounds` paired rounds of `steps` steps at batch
+    /// `batch`, the medians in milliseconds with `decimals` decimals, and tracking's share.
+    pub fn report(&self, rounds: usize, steps: usize, batch: usize, decimals: usize) -> String {
+        let (s1, sm, s3) = self.share_quartiles;
+        format!(
+            "tracking A/B ({rounds} paired rounds of {steps} steps, batch {batch}): tracking on {:.decimals$} ms a step, off {:.decimals$} ms (medians); tracking's share of the step: {:+.2}% (median of the rounds' differences; quartiles {:+.2}%, {:+.2}%)",
+            1e3 * self.on_median,
+            1e3 * self.off_median,
+            100.0 * sm,
+            100.0 * s1,
+            100.0 * s3
+        )
+    }
+}
+
 /// First quartile, median and third quartile of `v` (not empty), nearest rank.
 fn quartiles(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);

@@ -28,6 +28,8 @@
 
 mod cli;
 mod data;
+#[path = "../common/main_with_errors.rs"]
+mod main_with_errors;
 mod memory_tools;
 mod model;
 #[path = "../common/paired_ab.rs"]
@@ -137,20 +139,7 @@ fn sync(dev: &Device) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    match run(&args) {
-        Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    main_with_errors::main_with_errors(|| run(&args))
 }
 
 fn open_device(choice: Option<DeviceChoice>) -> Result<Device, String> {

@@ -74,12 +74,7 @@ pub fn find_batch_size(
         r
     })
     .map_err(|e| e.to_string())?;
-    let tried: Vec<String> = fit
-        .tries
-        .iter()
-        .map(|t| format!("{}{}", t.batch_size, if t.fit { "" } else { "✗" }))
-        .collect();
-    eprintln!("batch size search (✗: out of memory): {}", tried.join(" "));
+    eprintln!("batch size search (✗: out of memory): {fit}");
     eprintln!("largest batch that fits: {}", fit.batch_size);
     Ok(fit.batch_size)
 }
@@ -107,17 +102,7 @@ pub fn tracking_ab(
         sync(dev)?;
         Ok(t0.elapsed().as_secs_f64() / args.ab_steps.max(1) as f64)
     })?;
-    let (on_m, off_m, (s1, sm, s3)) = (ab.on_median, ab.off_median, ab.share_quartiles);
-    println!(
-        "tracking A/B ({} paired rounds of {} steps, batch {batch}): tracking on {:.3} ms a step, off {:.3} ms (medians); tracking's share of the step: {:+.2}% (median of the rounds' differences; quartiles {:+.2}%, {:+.2}%)",
-        args.tracking_ab,
-        args.ab_steps,
-        1e3 * on_m,
-        1e3 * off_m,
-        100.0 * sm,
-        100.0 * s1,
-        100.0 * s3
-    );
+    println!("{}", ab.report(args.tracking_ab, args.ab_steps, batch, 3));
     Ok(())
 }
 

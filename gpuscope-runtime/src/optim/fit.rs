@@ -20,6 +20,32 @@ pub struct BatchFit {
     pub tries: Vec<FitTry>,
 }
 
+/// The sizes tried, in order, those that ran out of memory marked `✗`:
+/// `1 2 4 8✗ 6 7✗`.
+///
+/// ```
+/// use gpuscope_runtime::optim::{BatchFit, FitTry};
+/// let fit = BatchFit {
+///     batch_size: 6,
+///     tries: vec![
+///         FitTry { batch_size: 4, fit: true },
+///         FitTry { batch_size: 8, fit: false },
+///         FitTry { batch_size: 6, fit: true },
+///     ],
+/// };
+/// assert_eq!(fit.to_string(), "4 8✗ 6");
+/// ```
+impl std::fmt::Display for BatchFit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, t) in self.tries.iter().enumerate() {
+            let sep = if i == 0 { "" } else { " " };
+            let mark = if t.fit { "" } else { "✗" };
+            write!(f, "{sep}{}{mark}", t.batch_size)?;
+        }
+        Ok(())
+    }
+}
+
 /// Finds the largest batch size in `1..=max` whose `step` fits: doubles from 1 until a
 /// step runs out of memory (or `max` fits), then bisects between the last size that fit
 /// and the first that did not.

@@ -40,6 +40,18 @@ fn op(t: bool) -> cublasOperation_t {
     }
 }
 
+/// `c` as the product of an empty sum (`k == 0`): zeros, where cuBLAS would leave it
+/// untouched.
+fn zero_empty_sum(c: &Tensor) -> Result<(), TensorError> {
+    // SAFETY: `c`'s own storage, on its stream.
+    unsafe {
+        c.device()
+            .backend()
+            .memset(c.addr(), 0, c.nbytes(), c.stream())?
+    };
+    Ok(())
+}
+
 fn gemm_dim(v: usize) -> Result<c_int, TensorError> {
     c_int::try_from(v).map_err(|_| {
         TensorError::Unsupported(format!(
@@ -65,14 +77,7 @@ pub(crate) fn matmul(
     debug_assert!(c.is_contiguous());
     let (ta, tb) = (a.transposed, b.transposed);
     if k == 0 {
-        // An empty sum: zeros (cuBLAS would leave C untouched).
-        // SAFETY: `c`'s own storage, on its stream.
-        unsafe {
-            c.device()
-                .backend()
-                .memset(c.addr(), 0, c.nbytes(), c.stream())?
-        };
-        return Ok(());
+        return zero_empty_sum(c);
     }
     let blas = blas_writing(c)?;
     let (mm, nn, kk) = (gemm_dim(m)?, gemm_dim(n)?, gemm_dim(k)?);
@@ -156,14 +161,7 @@ pub(crate) fn bmm(
         return Ok(());
     }
     if k == 0 {
-        // An empty sum: zeros (cuBLAS would leave C untouched).
-        // SAFETY: `c`'s own elements, on its stream.
-        unsafe {
-            c.device()
-                .backend()
-                .memset(c.addr(), 0, c.nbytes(), c.stream())?
-        };
-        return Ok(());
+        return zero_empty_sum(c);
     }
     let blas = blas_writing(c)?;
     let (mm, nn, kk, count) = (gemm_dim(m)?, gemm_dim(n)?, gemm_dim(k)?, gemm_dim(batch)?);
