@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{cuda, private_cuda};
+use common::{cuda, on_host_and, private_cuda};
 use gpuscope_runtime::optim::{AdamW, Optimizer, Sgd};
 use gpuscope_runtime::tensor::{DType, Generator};
 use gpuscope_runtime::{Device, Tensor, TensorError, no_grad};
@@ -58,30 +58,7 @@ fn compare_tol(
     tol: f64,
     f: impl Fn(&[Tensor]) -> Result<Tensor, TensorError>,
 ) {
-    let run = |on: &Device| -> (Vec<f64>, Vec<Option<Vec<f64>>>) {
-        let leaves: Vec<Tensor> = inputs
-            .iter()
-            .map(|t| {
-                let c = t.to_device(on).unwrap();
-                if t.dtype().is_float() {
-                    c.set_requires_grad(true)
-                } else {
-                    c
-                }
-            })
-            .collect();
-        let out = f(&leaves).unwrap_or_else(|e| panic!("{name} on {}: {e}", on.description()));
-        let w = randn(out.shape(), 4242, out.dtype()).to_device(on).unwrap();
-        let values = out.to_f64_vec().unwrap();
-        out.mul(&w).unwrap().sum().unwrap().backward().unwrap();
-        let grads = leaves
-            .iter()
-            .map(|l| l.grad().map(|g| g.to_f64_vec().unwrap()))
-            .collect();
-        (values, grads)
-    };
-    let (hv, hg) = run(&host());
-    let (cv, cg) = run(dev);
+    let ((hv, hg), (cv, cg)) = on_host_and(name, dev, inputs, f);
     close(name, "output", &hv, &cv, tol);
     for (i, (h, c)) in hg.iter().zip(&cg).enumerate() {
         match (h, c) {

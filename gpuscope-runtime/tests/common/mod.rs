@@ -42,3 +42,53 @@ pub fn private_cuda() -> Option<Device> {
             .expect("a device over a working backend"),
     )
 }
+
+/// Values and gradients of one run of an operation: the output's elements, and each
+/// input's gradient (`None` for inputs that got none).
+pub type Outcome = (Vec<f64>, Vec<Option<Vec<f64>>>);
+
+/// Runs `f` on host copies and `dev` copies of `inputs` (float inputs require grad) and
+/// backpropagates `Σ w ⊙ f(x)` with the same random `w` on both: the host's outcome,
+/// then the device's. The callers compare them with their own tolerance.
+pub fn on_host_and(
+    name: &str,
+    dev: &Device,
+    inputs: &[gpuscope_runtime::Tensor],
+    f: impl Fn(
+        &[gpuscope_runtime::Tensor],
+    ) -> Result<gpuscope_runtime::Tensor, gpuscope_runtime::TensorError>,
+) -> (Outcome, Outcome) {
+    use gpuscope_runtime::tensor::Generator;
+    let host = Device::host().unwrap();
+    let run = |on: &Device| -> Outcome {
+        let leaves: Vec<_> = inputs
+            .iter()
+            .map(|t| {
+                let c = t.to_device(on).unwrap();
+                if t.dtype().is_float() {
+                    c.set_requires_grad(true)
+                } else {
+                    c
+                }
+            })
+            .collect();
+        let out = f(&leaves).unwrap_or_else(|e| panic!("{name} on {}: {e}", on.description()));
+        let w = gpuscope_runtime::Tensor::randn_with(
+            out.shape(),
+            out.dtype(),
+            &mut Generator::new(4242),
+            &host,
+        )
+        .unwrap()
+        .to_device(on)
+        .unwrap();
+        let values = out.to_f64_vec().unwrap();
+        out.mul(&w).unwrap().sum().unwrap().backward().unwrap();
+        let grads = leaves
+            .iter()
+            .map(|l| l.grad().map(|g| g.to_f64_vec().unwrap()))
+            .collect();
+        (values, grads)
+    };
+    (run(&host), run(dev))
+}
