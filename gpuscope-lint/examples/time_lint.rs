@@ -1,6 +1,8 @@
 //! Times linting a tree of `.rs` files on one thread, one file at a time as the command does:
-//! `lint_source` end to end (lex, nesting bound, parse, rules, positions), and its two halves,
-//! `syn` parsing and the rules (`lint_file`); best of `RUNS` (default 5):
+//! `lint_source` end to end (lex, nesting bound, parse, rules, positions), and its phases
+//! one by one: lexing, the nesting bound, `syn` parsing, the rules (`lint_file`) and
+//! dropping the syntax tree; best of `RUNS` (default 5). Like the command, it allocates
+//! with mimalloc:
 //!
 //! ```text
 //! cargo run -p gpuscope-lint --release --example time_lint -- DIR [RUNS]
@@ -8,9 +10,76 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use gpuscope_lint::{Levels, lint_file, lint_source};
+use gpuscope_lint::{Levels, lint_file, lint_source, nesting_depth};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Time spent in each phase, summed over the files of one run.
+#[derive(Clone, Copy)]
+struct Phases {
+    lex: Duration,
+    nesting: Duration,
+    parse: Duration,
+    rules: Duration,
+    drop: Duration,
+}
+
+impl Phases {
+    const MAX: Phases = Phases {
+        lex: Duration::MAX,
+        nesting: Duration::MAX,
+        parse: Duration::MAX,
+        rules: Duration::MAX,
+        drop: Duration::MAX,
+    };
+
+    /// Each phase's time in one file.
+    fn of(source: &str, levels: &Levels) -> Option<Phases> {
+        let start = Instant::now();
+        drop(proc_macro2::TokenStream::from_str(source).ok()?);
+        proc_macro2::extra::invalidate_current_thread_spans();
+        let lexed = Instant::now();
+        // Lexes again, then bounds the nesting.
+        nesting_depth(source)?;
+        let bounded = Instant::now();
+        let ast = syn::parse_file(source).ok()?;
+        let parsed = Instant::now();
+        let _ = lint_file(&ast, levels);
+        let linted = Instant::now();
+        drop(ast);
+        let dropped = Instant::now();
+        proc_macro2::extra::invalidate_current_thread_spans();
+        Some(Phases {
+            lex: lexed - start,
+            nesting: (bounded - lexed).saturating_sub(lexed - start),
+            parse: parsed - bounded,
+            rules: linted - parsed,
+            drop: dropped - linted,
+        })
+    }
+
+    fn add(&mut self, other: Phases) {
+        self.lex += other.lex;
+        self.nesting += other.nesting;
+        self.parse += other.parse;
+        self.rules += other.rules;
+        self.drop += other.drop;
+    }
+
+    fn min(self, other: Phases) -> Phases {
+        Phases {
+            lex: self.lex.min(other.lex),
+            nesting: self.nesting.min(other.nesting),
+            parse: self.parse.min(other.parse),
+            rules: self.rules.min(other.rules),
+            drop: self.drop.min(other.drop),
+        }
+    }
+}
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
@@ -46,8 +115,8 @@ fn main() -> ExitCode {
     let lines: usize = sources.iter().map(|s| s.lines().count()).sum();
     let bytes: usize = sources.iter().map(String::len).sum();
     let levels = Levels::default();
-    let (mut total_best, mut parse_best, mut lint_best) =
-        (Duration::MAX, Duration::MAX, Duration::MAX);
+    let mut total_best = Duration::MAX;
+    let mut phases_best = Phases::MAX;
     let mut findings = 0;
     for _ in 0..runs {
         // What the command does per file: lex, bound the nesting, parse, lint, resolve.
@@ -57,32 +126,36 @@ fn main() -> ExitCode {
             .map(|s| lint_source(s, &levels).map_or(0, |f| f.len()))
             .sum();
         total_best = total_best.min(start.elapsed());
-        // The two halves, one file at a time.
-        let (mut parse, mut lint) = (Duration::ZERO, Duration::ZERO);
+        // The phases, one file at a time (a file that does not lex or parse counts nothing).
+        let zero = Duration::ZERO;
+        let mut phases = Phases {
+            lex: zero,
+            nesting: zero,
+            parse: zero,
+            rules: zero,
+            drop: zero,
+        };
         for source in &sources {
-            let start = Instant::now();
-            let Ok(ast) = syn::parse_file(source) else {
-                continue;
-            };
-            let parsed = Instant::now();
-            let _ = lint_file(&ast, &levels);
-            lint += parsed.elapsed();
-            parse += parsed - start;
-            drop(ast);
-            proc_macro2::extra::invalidate_current_thread_spans();
+            if let Some(p) = Phases::of(source, &levels) {
+                phases.add(p);
+            }
         }
-        parse_best = parse_best.min(parse);
-        lint_best = lint_best.min(lint);
+        phases_best = phases_best.min(phases);
     }
     let mb = bytes as f64 / 1e6;
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
     println!(
         "{} files, {lines} lines, {mb:.1} MB, {findings} findings (best of {runs}, one thread):\n  \
-         lint_source {:.0} ms ({:.3} s per 10 MB)\n  parse {:.0} ms, rules {:.0} ms",
+         lint_source {:.0} ms ({:.3} s per 10 MB)\n  \
+         lex {:.0} ms, nesting bound {:.0} ms, parse {:.0} ms, rules {:.0} ms, drop {:.0} ms",
         sources.len(),
-        total_best.as_secs_f64() * 1e3,
+        ms(total_best),
         total_best.as_secs_f64() / mb * 10.0,
-        parse_best.as_secs_f64() * 1e3,
-        lint_best.as_secs_f64() * 1e3,
+        ms(phases_best.lex),
+        ms(phases_best.nesting),
+        ms(phases_best.parse),
+        ms(phases_best.rules),
+        ms(phases_best.drop),
     );
     ExitCode::SUCCESS
 }

@@ -6,7 +6,7 @@
 //! The walker (`walk.rs`) updates a `Cx` as it goes; rules only read it. Neither this module
 //! nor the rules know the walker.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 use proc_macro2::Span;
 use quote::ToTokens;
@@ -32,7 +32,7 @@ pub(crate) enum NoGrad {
 #[derive(Debug, Default)]
 pub(crate) struct LoopFrame {
     /// Names bound in the loop's body so far: they start afresh each iteration.
-    pub(crate) names: HashSet<String>,
+    pub(crate) names: FxHashSet<String>,
     /// The loop's body runs a training step (a backward call or an optimizer step).
     pub(crate) trains: bool,
 }
@@ -52,19 +52,19 @@ pub(crate) struct FnState {
     /// no longer than its own locals.
     pub(crate) main: bool,
     /// The function's parameters (`self` included).
-    pub(crate) params: HashSet<String>,
+    pub(crate) params: FxHashSet<String>,
     /// Names given to `gpuscope::keep(&x)` somewhere in the function.
-    pub(crate) kept: HashSet<String>,
+    pub(crate) kept: FxHashSet<String>,
     /// Names used as a graph somewhere in the function (returned, passed on, differentiated),
     /// not only read back (`len()`, `item()`) or accumulated into.
-    pub(crate) graph_used: HashSet<String>,
+    pub(crate) graph_used: FxHashSet<String>,
     /// Names whose raw pointer or handle the function takes (`x.as_ptr()`, `x.ptr`).
-    pub(crate) raw_taken: HashSet<String>,
+    pub(crate) raw_taken: FxHashSet<String>,
     /// Addresses of the expressions the function turns into raw pointers
     /// (`Box::leak(b) as *mut T`, `NonNull::from(..)`).
-    pub(crate) raw_casts: HashSet<usize>,
+    pub(crate) raw_casts: FxHashSet<usize>,
     /// Addresses of the expressions whose value the function returns.
-    pub(crate) returned: HashSet<usize>,
+    pub(crate) returned: FxHashSet<usize>,
 }
 
 /// The context of the expression a rule checks.
@@ -198,6 +198,13 @@ impl Sink {
     /// Whether `rule` is on here (not `allow`): rules with costly checks ask first.
     pub(crate) fn enabled(&self, rule: &Rule) -> bool {
         self.current().of(rule) != Level::Allow
+    }
+
+    /// Whether the rule at `index` of [`RULES`](crate::RULES) (and of
+    /// [`CHECKS`](crate::rules::CHECKS), in the same order) is on here: what the walker asks
+    /// for every expression, without comparing names.
+    pub(crate) fn enabled_at(&self, index: usize) -> bool {
+        self.current().at(index) != Level::Allow
     }
 
     /// Whether every rule is off here.

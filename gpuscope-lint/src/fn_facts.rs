@@ -3,12 +3,14 @@
 //! and the expressions turned into raw pointers), and whether a loop body trains
 //! ([`trains`]).
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 use syn::visit::{self, Visit};
 use syn::{Block, Expr, Type};
 
-use crate::syntax::{callee_name, callee_path, ident_of, same_place, strip, takes_raw_handle};
+use crate::syntax::{
+    callee_name, callee_path, ident_in, ident_of, insert_ident, same_place, strip, takes_raw_handle,
+};
 
 /// Whether a loop body runs a training step: calls `backward`, `backward_step`,
 /// `run_backward`, ... (an optimizer step alone is not enough: `model.step(token)` is also
@@ -56,19 +58,19 @@ impl<'ast> Visit<'ast> for Trains {
 /// Facts about a function body gathered before it is walked.
 pub(crate) struct FnFacts {
     /// Names `.backward()` is called on.
-    pub(crate) backwarded: HashSet<String>,
+    pub(crate) backwarded: FxHashSet<String>,
     /// Names given to `keep(&x)`.
-    pub(crate) kept: HashSet<String>,
+    pub(crate) kept: FxHashSet<String>,
     /// Names used as a graph (see [`FnState::graph_used`](crate::context::FnState::graph_used)).
-    pub(crate) graph_used: HashSet<String>,
+    pub(crate) graph_used: FxHashSet<String>,
     /// Names whose raw pointer or handle is taken.
-    pub(crate) raw_taken: HashSet<String>,
+    pub(crate) raw_taken: FxHashSet<String>,
     /// Addresses of expressions turned into raw pointers (`x as *mut T`, `NonNull::from(x)`).
-    pub(crate) raw_casts: HashSet<usize>,
+    pub(crate) raw_casts: FxHashSet<usize>,
     /// Addresses of the expressions whose value the function returns: its tail expression
     /// and the operands of `return`, through `Ok(..)`, `Some(..)`, `Err(..)`, blocks, `if`
     /// and `match` arms.
-    pub(crate) returned: HashSet<usize>,
+    pub(crate) returned: FxHashSet<usize>,
 }
 
 /// Methods that add their argument into their receiver.
@@ -103,12 +105,12 @@ const READS: &[&str] = &[
 impl FnFacts {
     pub(crate) fn of(block: &Block) -> Self {
         let mut facts = FnFacts {
-            backwarded: HashSet::new(),
-            kept: HashSet::new(),
-            graph_used: HashSet::new(),
-            raw_taken: HashSet::new(),
-            raw_casts: HashSet::new(),
-            returned: HashSet::new(),
+            backwarded: FxHashSet::default(),
+            kept: FxHashSet::default(),
+            graph_used: FxHashSet::default(),
+            raw_taken: FxHashSet::default(),
+            raw_casts: FxHashSet::default(),
+            returned: FxHashSet::default(),
         };
         facts.returned_tail(block);
         facts.visit_block(block);
@@ -152,7 +154,7 @@ impl FnFacts {
 
     fn use_of(&mut self, e: &Expr) {
         if let Some(ident) = ident_of(e) {
-            self.graph_used.insert(ident.to_string());
+            insert_ident(&mut self.graph_used, ident);
         }
     }
 }
@@ -193,15 +195,13 @@ impl<'ast> Visit<'ast> for FnFacts {
         }
         match e {
             Expr::MethodCall(call) => {
-                let method = call.method.to_string();
-                if method == "backward" {
+                if call.method == "backward" {
                     if let Some(ident) = ident_of(&call.receiver) {
                         self.backwarded.insert(ident.to_string());
                     }
                 }
                 let direct = ident_of(&call.receiver).is_some();
-                if direct
-                    && (ACCUMULATING.contains(&method.as_str()) || READS.contains(&method.as_str()))
+                if direct && (ident_in(&call.method, ACCUMULATING) || ident_in(&call.method, READS))
                 {
                     // Accumulating into it, or reading it: not a graph use of the receiver.
                 } else {

@@ -64,6 +64,11 @@ impl Levels {
             .map_or(Level::Allow, |index| self.levels[index])
     }
 
+    /// The level of the rule at `index` of the registry's order.
+    pub(crate) fn at(&self, index: usize) -> Level {
+        self.levels[index]
+    }
+
     fn index_of(&self, name: &str) -> Option<usize> {
         self.rules.iter().position(|rule| rule.name == name)
     }

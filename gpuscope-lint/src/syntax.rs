@@ -123,8 +123,7 @@ pub(crate) fn takes_raw_handle(e: &Expr) -> Option<&Ident> {
     match e {
         Expr::MethodCall(m) if RAW_HANDLES.iter().any(|r| m.method == r) => ident_of(&m.receiver),
         Expr::Call(call) => {
-            let last = callee_path(call)?.segments.last()?.ident.to_string();
-            if RAW_HANDLES.contains(&last.as_str()) {
+            if ident_in(&callee_path(call)?.segments.last()?.ident, RAW_HANDLES) {
                 call.args.first().and_then(ident_of)
             } else {
                 None
@@ -142,6 +141,38 @@ pub(crate) fn takes_raw_handle(e: &Expr) -> Option<&Ident> {
         },
         _ => None,
     }
+}
+
+/// Calls `f` with the text of `ident` (what `to_string` gives), written into a buffer that
+/// is reused: no allocation, and one formatting call however many names it is compared with.
+pub(crate) fn with_text<R>(ident: &Ident, f: impl FnOnce(&str) -> R) -> R {
+    use std::cell::RefCell;
+    use std::fmt::Write;
+    thread_local!(static TEXT: RefCell<String> = const { RefCell::new(String::new()) });
+    TEXT.with(|text| match text.try_borrow_mut() {
+        Ok(mut text) => {
+            text.clear();
+            let _ = write!(text, "{ident}");
+            f(&text)
+        }
+        // Called from inside `f`: a fresh string.
+        Err(_) => f(&ident.to_string()),
+    })
+}
+
+/// Whether `ident` is one of `names`.
+pub(crate) fn ident_in(ident: &Ident, names: &[&str]) -> bool {
+    with_text(ident, |text| names.contains(&text))
+}
+
+/// Adds the name `ident` to `set`, allocating only when it is new: the walks record every
+/// path they meet, and most are met again.
+pub(crate) fn insert_ident(set: &mut rustc_hash::FxHashSet<String>, ident: &Ident) {
+    with_text(ident, |text| {
+        if !set.contains(text) {
+            set.insert(text.to_owned());
+        }
+    });
 }
 
 /// Calls `f` with every identifier a pattern binds.

@@ -7,7 +7,7 @@
 //! Nesting deeper than [`MAX_DEPTH`] expressions is not walked (no finding comes from
 //! there), so that the walk itself cannot overflow a thread's stack.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 use syn::visit::{self, Visit};
 use syn::{Attribute, Block, Expr, FnArg, Pat, Stmt, Type};
@@ -18,7 +18,7 @@ use crate::context::{Cx, FnState, LoopFrame, NoGrad, Sink, span_range};
 use crate::fn_facts::{FnFacts, trains, trains_expr};
 use crate::infer::{Env, FileIndex, Types, Value};
 use crate::rules::CHECKS;
-use crate::syntax::{callee_name, callee_path, chain_root, has_attr, pat_idents, strip};
+use crate::syntax::{callee_name, callee_path, chain_root, has_attr, ident_in, pat_idents, strip};
 use crate::{Finding, FnContext, Levels, UNKNOWN_RULE};
 
 /// Expressions nested deeper than this are not walked.
@@ -209,15 +209,15 @@ impl<'i> Walker<'i> {
             LoopBody::Expr(e) => trains_expr(e),
         };
         self.cx.f.loops.push(LoopFrame {
-            names: HashSet::new(),
+            names: FxHashSet::default(),
             trains,
         });
         if let Some((pat, element)) = pat {
             self.bind_pat_value(pat, None, None, element);
         }
         let lp = Loop { head, body };
-        for check in CHECKS {
-            if self.sink.enabled(check.rule()) {
+        for (index, check) in CHECKS.iter().enumerate() {
+            if self.sink.enabled_at(index) {
                 check.on_loop(&lp, &self.cx, &mut self.sink);
             }
         }
@@ -235,8 +235,9 @@ impl<'i> Walker<'i> {
         if self.sink.all_allowed() {
             return;
         }
-        for check in CHECKS {
-            if self.sink.enabled(check.rule()) {
+        for (index, check) in CHECKS.iter().enumerate() {
+            debug_assert_eq!(check.rule().name, crate::RULES[index].name);
+            if self.sink.enabled_at(index) {
                 check.expr(e, &self.cx, &mut self.sink);
             }
         }
@@ -502,13 +503,13 @@ impl<'ast> Visit<'ast> for Walker<'_> {
 
     fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
         self.visit_expr(&call.receiver);
-        let method = call.method.to_string();
-        let static_target = match method.as_str() {
-            "with" | "with_borrow_mut" | "with_borrow" => self
+        let method = &call.method;
+        let static_target = match () {
+            () if ident_in(method, &["with", "with_borrow_mut", "with_borrow"]) => self
                 .cx
                 .static_target(chain_root(&call.receiver))
                 .map(|(name, _)| name),
-            _ => None,
+            () => None,
         };
         for arg in &call.args {
             let Expr::Closure(closure) = strip(arg) else {

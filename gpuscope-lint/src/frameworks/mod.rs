@@ -116,9 +116,13 @@ impl Used {
 
     fn add(&mut self, krate: &str) {
         if let Some(framework) = by_crate(krate) {
-            if !self.frameworks.iter().any(|f| f.name == framework.name) {
-                self.frameworks.push(framework);
-            }
+            self.add_framework(framework);
+        }
+    }
+
+    fn add_framework(&mut self, framework: &'static Framework) {
+        if !self.frameworks.iter().any(|f| f.name == framework.name) {
+            self.frameworks.push(framework);
         }
     }
 
@@ -266,7 +270,13 @@ impl<'ast> Visit<'ast> for CrateScan {
 
     fn visit_path(&mut self, path: &'ast syn::Path) {
         if path.segments.len() >= 2 {
-            self.used.add(&path.segments[0].ident.to_string());
+            let first = &path.segments[0].ident;
+            if let Some(framework) = ALL
+                .iter()
+                .find(|f| crate::syntax::ident_in(first, f.crates))
+            {
+                self.used.add_framework(framework);
+            }
         }
         syn::visit::visit_path(self, path);
     }

@@ -3,7 +3,7 @@
 //! their field types, type aliases, the return types of its functions, its `static`s
 //! (including `thread_local!` and `lazy_static!` ones) and `const`s.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::{self, Visit};
@@ -24,24 +24,24 @@ pub(crate) struct FileIndex {
     /// The tensor libraries the file names.
     pub(crate) used: Used,
     /// Imported names: the name in scope -> (crate, name in that crate).
-    pub(crate) imports: HashMap<String, (String, String)>,
+    pub(crate) imports: FxHashMap<String, (String, String)>,
     /// Structs and enums by name.
-    pub(crate) adts: HashMap<String, Adt>,
+    pub(crate) adts: FxHashMap<String, Adt>,
     /// Type aliases by name.
-    pub(crate) aliases: HashMap<String, Type>,
+    pub(crate) aliases: FxHashMap<String, Type>,
     /// Return types of the file's functions and methods by name (`None`: returns `()`).
     /// A name declared twice with different return types is left out.
-    pub(crate) returns: HashMap<String, Option<Type>>,
+    pub(crate) returns: FxHashMap<String, Option<Type>>,
     /// Names declared twice with different return types.
-    ambiguous_returns: HashSet<String>,
+    ambiguous_returns: FxHashSet<String>,
     /// `static` names with their declared types (`None` where a macro's could not be read).
-    pub(crate) statics: HashMap<String, Option<Type>>,
+    pub(crate) statics: FxHashMap<String, Option<Type>>,
     /// Statics whose contents the file also releases (`clear`, `truncate`, `pop`, `remove`,
     /// `take`, `drain`, or assigns anew): a scoped stack or a bounded cache, not a store
     /// that grows until the process exits.
-    pub(crate) released_statics: HashSet<String>,
+    pub(crate) released_statics: FxHashSet<String>,
     /// `const` names: SCREAMING_CASE like statics, but a fresh value at every use.
-    pub(crate) consts: HashSet<String>,
+    pub(crate) consts: FxHashSet<String>,
     /// Whether the file has `use std::mem::forget` (or `core::mem::forget`), making a bare
     /// `forget(x)` mean `mem::forget`.
     pub(crate) forget_imported: bool,
@@ -271,7 +271,7 @@ const RELEASING: &[&str] = &[
 /// at the parameter of `X.with(|v| ..)`; or an assignment through one (`*X.lock() = None`).
 #[derive(Default)]
 struct Releases {
-    statics: HashSet<String>,
+    statics: FxHashSet<String>,
     /// Bindings and closure parameters standing for a static, in the current function.
     aliases: Vec<(String, String)>,
 }
@@ -290,13 +290,13 @@ impl Releases {
 
 impl<'ast> Visit<'ast> for Releases {
     fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
-        let method = call.method.to_string();
-        if RELEASING.contains(&method.as_str()) {
+        let method = &call.method;
+        if crate::syntax::ident_in(method, RELEASING) {
             if let Some(name) = self.static_of(&call.receiver) {
                 self.statics.insert(name);
             }
         }
-        if matches!(method.as_str(), "with" | "with_borrow_mut" | "with_borrow") {
+        if crate::syntax::ident_in(method, &["with", "with_borrow_mut", "with_borrow"]) {
             if let Some(name) = self.static_of(&call.receiver) {
                 let before = self.aliases.len();
                 for arg in &call.args {

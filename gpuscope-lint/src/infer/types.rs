@@ -7,8 +7,8 @@
 //! arguments hold; a struct or enum declared in the file holds what its fields hold. Type
 //! parameters, trait objects and types declared elsewhere are unknown.
 
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
-use std::collections::HashSet;
 
 use syn::{GenericArgument, PathArguments, Type};
 
@@ -148,7 +148,10 @@ pub(crate) struct Types<'i> {
     /// The type `Self` stands for, when inside an `impl`.
     self_ty: Option<Type>,
     /// Structs whose kind is being computed (a recursive type is unknown).
-    visiting: RefCell<HashSet<String>>,
+    visiting: RefCell<FxHashSet<String>>,
+    /// The kinds of the file's structs computed so far from scratch (nothing being visited),
+    /// for the current `Self`: a struct's kind is asked for at every use of its type.
+    adt_kinds: RefCell<FxHashMap<String, Kind>>,
 }
 
 impl<'i> Types<'i> {
@@ -156,7 +159,8 @@ impl<'i> Types<'i> {
         Types {
             index,
             self_ty,
-            visiting: RefCell::new(HashSet::new()),
+            visiting: RefCell::new(FxHashSet::default()),
+            adt_kinds: RefCell::new(FxHashMap::default()),
         }
     }
 
@@ -301,11 +305,19 @@ impl<'i> Types<'i> {
         let Some(adt) = self.index.adts.get(name) else {
             return Kind::Unknown;
         };
+        if let Some(kind) = self.adt_kinds.borrow().get(name) {
+            return *kind;
+        }
+        let from_scratch = self.visiting.borrow().is_empty();
         if !self.visiting.borrow_mut().insert(name.to_owned()) {
             return Kind::Unknown;
         }
         let kind = Kind::all(adt.fields.iter().map(|(_, ty)| self.kind(ty)));
         self.visiting.borrow_mut().remove(name);
+        // A kind computed inside another struct's may have cut a cycle short: not kept.
+        if from_scratch {
+            self.adt_kinds.borrow_mut().insert(name.to_owned(), kind);
+        }
         kind
     }
 
@@ -322,6 +334,8 @@ impl<'i> Types<'i> {
 
     /// Sets the type `Self` stands for (entering or leaving an `impl`); returns the old one.
     pub(crate) fn set_self_ty(&mut self, ty: Option<Type>) -> Option<Type> {
+        // A field's type may say `Self`.
+        self.adt_kinds.get_mut().clear();
         std::mem::replace(&mut self.self_ty, ty)
     }
 

@@ -8,7 +8,7 @@
 //! (`item`, `to_vec1`, `as` casts, literals, `format!`), and last, names (`loss`,
 //! `cross_entropy(..)`). Unknown stays unknown: the rules prefer silence.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use syn::{BinOp, Expr, Type};
 
@@ -205,25 +205,25 @@ const PASS_THROUGH: &[&str] = &[
 /// What is bound in a function, and what inference needs to read types.
 pub(crate) struct Env<'i> {
     pub(crate) types: Types<'i>,
-    bindings: HashMap<String, Value>,
+    bindings: FxHashMap<String, Value>,
     /// Names `.backward()` is called on somewhere in the function: they hold losses.
-    backwarded: HashSet<String>,
+    backwarded: FxHashSet<String>,
 }
 
 impl<'i> Env<'i> {
     pub(crate) fn new(types: Types<'i>) -> Self {
         Env {
             types,
-            bindings: HashMap::new(),
-            backwarded: HashSet::new(),
+            bindings: FxHashMap::default(),
+            backwarded: FxHashSet::default(),
         }
     }
 
     /// Starts a new function: no bindings, `backwarded` the names `.backward()` is called on.
     pub(crate) fn enter_fn(
         &mut self,
-        backwarded: HashSet<String>,
-    ) -> (HashMap<String, Value>, HashSet<String>) {
+        backwarded: FxHashSet<String>,
+    ) -> (FxHashMap<String, Value>, FxHashSet<String>) {
         (
             std::mem::take(&mut self.bindings),
             std::mem::replace(&mut self.backwarded, backwarded),
@@ -231,7 +231,7 @@ impl<'i> Env<'i> {
     }
 
     /// Ends a function started with [`enter_fn`](Env::enter_fn).
-    pub(crate) fn leave_fn(&mut self, saved: (HashMap<String, Value>, HashSet<String>)) {
+    pub(crate) fn leave_fn(&mut self, saved: (FxHashMap<String, Value>, FxHashSet<String>)) {
         self.bindings = saved.0;
         self.backwarded = saved.1;
     }
@@ -606,10 +606,10 @@ fn is_empty_constructor(path: &syn::Path) -> bool {
     if n < 2 {
         return false;
     }
-    let owner = path.segments[n - 2].ident.to_string();
-    let f = path.segments[n - 1].ident.to_string();
-    matches!(f.as_str(), "new" | "default" | "with_capacity")
+    let owner = &path.segments[n - 2].ident;
+    let f = &path.segments[n - 1].ident;
+    crate::syntax::ident_in(f, &["new", "default", "with_capacity"])
         && (owner == "Default"
             || owner == "String"
-            || super::types::CONTAINERS.contains(&owner.as_str()))
+            || crate::syntax::ident_in(owner, super::types::CONTAINERS))
 }
