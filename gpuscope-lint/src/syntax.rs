@@ -192,6 +192,7 @@ pub(crate) fn pat_idents<'a>(pat: &'a Pat, f: &mut impl FnMut(&'a Ident)) {
         Pat::Type(t) => pat_idents(&t.pat, f),
         Pat::Or(o) => o.cases.iter().for_each(|p| pat_idents(p, f)),
         Pat::Paren(p) => pat_idents(&p.pat, f),
+        Pat::Guard(g) => pat_idents(&g.pat, f),
         _ => {}
     }
 }

@@ -10,7 +10,7 @@
 use rustc_hash::FxHashSet;
 
 use syn::visit::{self, Visit};
-use syn::{Attribute, Block, Expr, FnArg, Pat, Stmt, Type};
+use syn::{Attribute, Block, Expr, FnArg, Pat, ReceiverKind, Stmt, Type};
 
 use crate::attrs::levels_of;
 use crate::check::{Loop, LoopBody};
@@ -106,8 +106,8 @@ impl<'i> Walker<'i> {
                             Some(ty) => w.cx.env.of_type(&ty),
                             None => Value::UNKNOWN,
                         };
-                        value.borrowed = r.reference.is_some();
-                        value.mutable = r.reference.is_some() && r.mutability.is_some();
+                        value.borrowed = matches!(r.kind, ReceiverKind::Reference(..));
+                        value.mutable = matches!(r.kind, ReceiverKind::Reference(_, _, Some(_)));
                         w.cx.f.params.insert("self".to_owned());
                         w.cx.env.bind("self".to_owned(), value);
                     }
@@ -438,8 +438,8 @@ impl<'ast> Visit<'ast> for Walker<'_> {
 
     fn visit_arm(&mut self, arm: &'ast syn::Arm) {
         self.bind_pat_value(&arm.pat, None, None, Value::UNKNOWN);
-        if let Some((_, guard)) = &arm.guard {
-            self.visit_expr(guard);
+        if let Pat::Guard(guarded) = &arm.pat {
+            self.visit_expr(&guarded.guard);
         }
         self.visit_expr(&arm.body);
     }

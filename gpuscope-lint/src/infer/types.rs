@@ -172,7 +172,7 @@ impl<'i> Types<'i> {
                 mutable: r.mutability.is_some(),
                 ..self.info(&r.elem)
             },
-            Type::Ptr(_) | Type::BareFn(_) | Type::Never(_) => TypeInfo::of(Kind::Host),
+            Type::Ptr(_) | Type::FnPtr(_) | Type::Never(_) => TypeInfo::of(Kind::Host),
             Type::Paren(p) => self.info(&p.elem),
             Type::Group(g) => self.info(&g.elem),
             Type::Array(a) => TypeInfo::of(self.kind(&a.elem)),

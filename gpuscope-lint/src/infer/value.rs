@@ -475,6 +475,7 @@ impl<'i> Env<'i> {
             segments: path.segments.iter().take(n - 1).cloned().collect(),
         };
         let ty_expr = Type::Path(syn::TypePath {
+            attrs: Vec::new(),
             qself: None,
             path: type_path,
         });
