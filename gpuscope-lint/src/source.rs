@@ -169,7 +169,9 @@ fn nesting(tokens: TokenStream) -> (TokenStream, usize, Position) {
     }
     let mut stack = vec![Level::new(tokens, None)];
     let mut total = 0usize;
-    let mut deepest = (0usize, Position { line: 1, column: 1 });
+    // Where the deepest point starts is resolved to a line and column once, at the end:
+    // the running maximum moves hundreds of times in a file.
+    let mut deepest: (usize, Option<proc_macro2::Span>) = (0, None);
     loop {
         let level = stack.last_mut().expect("the top level is popped last");
         let Some(token) = level.tokens.next() else {
@@ -183,7 +185,12 @@ fn nesting(tokens: TokenStream) -> (TokenStream, usize, Position) {
                     parent.out.push(TokenTree::Group(group));
                     continue;
                 }
-                _ => return (stream, deepest.0, deepest.1),
+                _ => {
+                    let at = deepest.1.map_or(Position { line: 1, column: 1 }, |span| {
+                        Position::from_line_column(span.start())
+                    });
+                    return (stream, deepest.0, at);
+                }
             }
         };
         let ends_segment = match &token {
@@ -228,7 +235,7 @@ fn nesting(tokens: TokenStream) -> (TokenStream, usize, Position) {
             _ => false,
         };
         if total > deepest.0 {
-            deepest = (total, Position::from_line_column(token.span().start()));
+            deepest = (total, Some(token.span()));
         }
         match token {
             TokenTree::Group(group) => {
