@@ -3,15 +3,18 @@
 //! - `file_index.rs`: [`FileIndex`], what a file declares (imports, structs, aliases,
 //!   return types, statics, consts) and the tensor libraries it uses;
 //! - `types.rs`: [`Kind`] and [`Types`], what a declared type says about its values;
-//! - `value.rs`: [`Value`], [`Graph`] and [`Env`], the bindings of a function and the
-//!   inference of an expression's value;
+//! - `value.rs`: [`Value`] and [`Graph`], what is known of a value and how two join;
+//! - `env.rs`: [`Env`], the bindings of a function and the inference of an expression's
+//!   value;
 //! - `names.rs`: what identifiers say (loss names), the weakest evidence.
 
+mod env;
 mod file_index;
 mod names;
 mod types;
 mod value;
 
+pub(crate) use env::Env;
 pub(crate) use file_index::FileIndex;
 pub(crate) use types::{Kind, Types};
-pub(crate) use value::{Env, Graph, Value};
+pub(crate) use value::{Graph, Value};
