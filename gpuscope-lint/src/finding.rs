@@ -54,7 +54,7 @@ pub struct Rule {
 #[derive(Clone, Debug)]
 pub struct Finding {
     /// The name of the rule that fired (one of [`RULES`](crate::RULES)), or
-    /// [`UNKNOWN_RULE`](crate::UNKNOWN_RULE) for an attribute naming a rule that does not exist.
+    /// [`UNKNOWN_RULE`] for an attribute naming a rule that does not exist.
     pub rule: &'static str,
     /// The rule's configured level: `Warn` or `Deny` (`Allow` findings are never returned).
     pub level: Level,

@@ -2,7 +2,7 @@
 //! in source order, keeps the [`Cx`] up to date (bindings and what they hold, enclosing
 //! loops, `no_grad`, statics and their aliases, the impl's `Self`), applies the levels of
 //! `#[gpuscope::lints::allow(..)]` / `#[gpu_scope(allow(..))]` attributes to the code under them,
-//! and calls every registered [`Check`] on every expression and loop.
+//! and calls every registered [`Check`](crate::check::Check) on every expression and loop.
 //!
 //! Nesting deeper than [`MAX_DEPTH`] expressions is not walked (no finding comes from
 //! there), so that the walk itself cannot overflow a thread's stack.
