@@ -9,7 +9,8 @@ use syn::visit::{self, Visit};
 use syn::{Block, Expr, Type};
 
 use crate::syntax::{
-    callee_name, callee_path, ident_in, ident_of, insert_ident, same_place, strip, takes_raw_handle,
+    callee_name, callee_path, ident_of, insert_ident, same_place, strip, takes_raw_handle,
+    with_text,
 };
 
 /// Whether a loop body runs a training step: calls `backward`, `backward_step`,
@@ -201,7 +202,10 @@ impl<'ast> Visit<'ast> for FnFacts {
                     }
                 }
                 let direct = ident_of(&call.receiver).is_some();
-                if direct && (ident_in(&call.method, ACCUMULATING) || ident_in(&call.method, READS))
+                if direct
+                    && with_text(&call.method, |m| {
+                        ACCUMULATING.contains(&m) || READS.contains(&m)
+                    })
                 {
                     // Accumulating into it, or reading it: not a graph use of the receiver.
                 } else {

@@ -504,12 +504,12 @@ impl<'ast> Visit<'ast> for Walker<'_> {
     fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
         self.visit_expr(&call.receiver);
         let method = &call.method;
-        let static_target = match () {
-            () if ident_in(method, &["with", "with_borrow_mut", "with_borrow"]) => self
-                .cx
+        let static_target = if ident_in(method, &["with", "with_borrow_mut", "with_borrow"]) {
+            self.cx
                 .static_target(chain_root(&call.receiver))
-                .map(|(name, _)| name),
-            () => None,
+                .map(|(name, _)| name)
+        } else {
+            None
         };
         for arg in &call.args {
             let Expr::Closure(closure) = strip(arg) else {
