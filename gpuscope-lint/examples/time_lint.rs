@@ -1,8 +1,9 @@
 //! Times linting a tree of `.rs` files on one thread, one file at a time as the command does:
-//! `lint_source` end to end (lex, nesting bound, parse, rules, positions), and its phases
-//! one by one: lexing, the nesting bound, `syn` parsing, the rules (`lint_file`) and
-//! dropping the syntax tree; best of `RUNS` (default 5). Like the command, it allocates
-//! with mimalloc:
+//! `lint_source` end to end (lex, the scan for the nesting bound and the trigger words,
+//! parse, rules where a trigger word appears, positions), and its phases one by one:
+//! lexing, the scan (`nesting_depth`), `syn` parsing, the rules (`lint_file`, on every
+//! file) and dropping the syntax tree; best of `RUNS` (default 5). Like the command, it
+//! allocates with mimalloc:
 //!
 //! ```text
 //! cargo run -p gpuscope-lint --release --example time_lint -- DIR [RUNS]
@@ -43,7 +44,7 @@ impl Phases {
         drop(proc_macro2::TokenStream::from_str(source).ok()?);
         proc_macro2::extra::invalidate_current_thread_spans();
         let lexed = Instant::now();
-        // Lexes again, then bounds the nesting.
+        // Lexes again, then scans the text for the nesting bound.
         nesting_depth(source)?;
         let bounded = Instant::now();
         let ast = syn::parse_file(source).ok()?;
@@ -119,7 +120,7 @@ fn main() -> ExitCode {
     let mut phases_best = Phases::MAX;
     let mut findings = 0;
     for _ in 0..runs {
-        // What the command does per file: lex, bound the nesting, parse, lint, resolve.
+        // What the command does per file: lex, scan, parse, lint, resolve.
         let start = Instant::now();
         findings = sources
             .iter()
@@ -147,7 +148,7 @@ fn main() -> ExitCode {
     println!(
         "{} files, {lines} lines, {mb:.1} MB, {findings} findings (best of {runs}, one thread):\n  \
          lint_source {:.0} ms ({:.3} s per 10 MB)\n  \
-         lex {:.0} ms, nesting bound {:.0} ms, parse {:.0} ms, rules {:.0} ms, drop {:.0} ms",
+         lex {:.0} ms, scan {:.0} ms, parse {:.0} ms, rules on every file {:.0} ms, drop {:.0} ms",
         sources.len(),
         ms(total_best),
         total_best.as_secs_f64() / mb * 10.0,

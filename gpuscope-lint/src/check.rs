@@ -15,12 +15,39 @@ pub(crate) trait Check: Sync {
     /// The rule's description (name, default level, docs).
     fn rule(&self) -> &'static Rule;
 
+    /// Words of which a file must contain at least one for this rule to fire anywhere in it;
+    /// `None` when the rule can fire on any file (it is then always walked when enabled).
+    ///
+    /// Only identifiers count, not comments or string contents. A rule that fires on a call
+    /// named `x` or on a binding whose name has the word `loss` declares `Part("x")` or
+    /// `Part("loss")`: the words are a necessary condition, not a sufficient one. In debug
+    /// builds `lint_source` walks every skipped file anyway and panics if a finding comes
+    /// out, so the test suite and the fuzzer check that the words are complete.
+    fn triggers(&self) -> Option<&'static [Trigger]> {
+        None
+    }
+
     /// Checks one expression (called for every expression, in source order, with the
     /// context of that place).
     fn expr(&self, _e: &Expr, _cx: &Cx<'_>, _sink: &mut Sink) {}
 
     /// Checks one loop (called when the walker enters it, before its body).
     fn on_loop(&self, _lp: &Loop<'_>, _cx: &Cx<'_>, _sink: &mut Sink) {}
+}
+
+/// A word a rule needs in a file ([`Check::triggers`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Trigger {
+    /// An identifier containing this text, in any ASCII case (written in lowercase here):
+    /// `Part("loss")` matches `val_loss`, `LossFn` and `r#loss`.
+    Part(&'static str),
+    /// An identifier that is exactly this keyword: `Keyword("static")` matches the item
+    /// `static X` (or one inside `thread_local!`), not the lifetime `'static`.
+    Keyword(&'static str),
+    /// An identifier in SCREAMING_CASE at the root of a place that can be stored into
+    /// (`CACHE.lock()`, `CACHE[i] = ..`, `CACHE = ..`, `CACHE += ..`): a static declared in
+    /// another file.
+    ScreamingRoot,
 }
 
 /// A loop as the loop rules see it: the span of its head and its body.

@@ -35,15 +35,15 @@
 //! |---|---|
 //! | `lib.rs` | this map and the re-exports |
 //! | `entry.rs` | the entry points on syntax trees: [`lint_fn`], [`lint_block`], [`lint_file`] |
-//! | `source.rs` | [`lint_source`]: text to diagnostics on any input, with the nesting bound ([`MAX_NESTING`]) |
+//! | `source/` | [`lint_source`]: text to diagnostics on any input: the nesting bound ([`MAX_NESTING`]) read from the text and checked on the tokens, the rules' trigger words |
 //! | `level.rs` | [`Level`] (allow / warn / deny), one rule's level, and its parsing |
 //! | `rule_levels.rs` | [`Levels`], the table of every rule's level, and [`UnknownRule`] with its did-you-mean |
 //! | `finding.rs` | [`Rule`], [`Finding`], [`Diagnostic`], [`Position`], [`FnContext`], [`UNKNOWN_RULE`] |
 //! | `attrs.rs` | levels written in attributes: `#[gpuscope::lints::allow(..)]`, `#[gpu_scope(allow(..))]` |
 //! | `config.rs` | `gpuscope.toml` (feature `config`): levels per crate and per path |
-//! | `rules_page.rs` | [`rules_page`]: every rule's docs as one Markdown page (`docs/lints.md`) |
+//! | `rules_page.rs` | [`rules_page()`]: every rule's docs as one Markdown page (`docs/lints.md`) |
 //! | `rules/` | one module per rule (its docs, its check, its tests) and the registry: [`RULES`] |
-//! | `check.rs` | `Check`, the trait rules register through, and the loop hook's `Loop` |
+//! | `check.rs` | `Check`, the trait rules register through (with each rule's trigger words), and the loop hook's `Loop` |
 //! | `walk.rs` | the walk over function bodies, keeping the context and applying attribute levels |
 //! | `fn_facts.rs` | what a function body does, gathered before the walk (graph uses, `keep`, raw pointers) |
 //! | `context.rs` | what a rule sees (`Cx`: bindings, loops, `no_grad`, statics) and where findings go (`Sink`) |

@@ -2,7 +2,7 @@
 
 use syn::Expr;
 
-use crate::check::Check;
+use crate::check::{Check, Trigger};
 use crate::context::{Cx, NoGrad, Sink};
 use crate::syntax::show;
 use crate::{Level, Rule};
@@ -57,6 +57,11 @@ pub(crate) struct BackwardInNoGrad;
 impl Check for BackwardInNoGrad {
     fn rule(&self) -> &'static Rule {
         &RULE
+    }
+
+    fn triggers(&self) -> Option<&'static [Trigger]> {
+        // A `.backward()` call.
+        Some(&[Trigger::Part("backward")])
     }
 
     fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {

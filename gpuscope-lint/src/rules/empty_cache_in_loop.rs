@@ -2,7 +2,7 @@
 
 use syn::Expr;
 
-use crate::check::Check;
+use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
 use crate::syntax::callee_name;
 use crate::{Level, Rule};
@@ -57,6 +57,11 @@ pub(crate) struct EmptyCacheInLoop;
 impl Check for EmptyCacheInLoop {
     fn rule(&self) -> &'static Rule {
         &RULE
+    }
+
+    fn triggers(&self) -> Option<&'static [Trigger]> {
+        // A call named `empty_cache`.
+        Some(&[Trigger::Part("empty_cache")])
     }
 
     fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {

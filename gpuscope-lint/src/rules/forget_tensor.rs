@@ -3,7 +3,7 @@
 
 use syn::Expr;
 
-use crate::check::Check;
+use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
 use crate::syntax::{callee_path, ident_of, path_ends_with, show, strip};
 use crate::{Level, Rule};
@@ -67,6 +67,16 @@ pub(crate) struct ForgetTensor;
 impl Check for ForgetTensor {
     fn rule(&self) -> &'static Rule {
         &RULE
+    }
+
+    fn triggers(&self) -> Option<&'static [Trigger]> {
+        // Calls of `mem::forget` (or an imported `forget`), `ManuallyDrop::new`, `Box::leak`,
+        // `Vec::leak`.
+        Some(&[
+            Trigger::Part("forget"),
+            Trigger::Part("manuallydrop"),
+            Trigger::Part("leak"),
+        ])
     }
 
     fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {

@@ -3,7 +3,7 @@
 
 use syn::{BinOp, Expr};
 
-use crate::check::Check;
+use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
 use crate::infer::{Graph, Kind};
 use crate::syntax::{chain_root, ident_of, same_place, show, strip};
@@ -91,6 +91,20 @@ pub(crate) struct GraphAccumulation;
 impl Check for GraphAccumulation {
     fn rule(&self) -> &'static Rule {
         &RULE
+    }
+
+    fn triggers(&self) -> Option<&'static [Trigger]> {
+        // A value carrying a loss: named for one (`loss`, `losses`), made by a loss function
+        // (`loss`, `mse`, `nll`, `bce`, `cross_entropy`, `kl_div`) or `.backward()`ed.
+        Some(&[
+            Trigger::Part("loss"),
+            Trigger::Part("backward"),
+            Trigger::Part("mse"),
+            Trigger::Part("nll"),
+            Trigger::Part("bce"),
+            Trigger::Part("entropy"),
+            Trigger::Part("kl"),
+        ])
     }
 
     fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {

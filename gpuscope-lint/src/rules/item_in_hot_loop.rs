@@ -2,7 +2,7 @@
 
 use syn::Expr;
 
-use crate::check::Check;
+use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
 use crate::syntax::show;
 use crate::{Level, Rule};
@@ -60,6 +60,11 @@ pub(crate) struct ItemInHotLoop;
 impl Check for ItemInHotLoop {
     fn rule(&self) -> &'static Rule {
         &RULE
+    }
+
+    fn triggers(&self) -> Option<&'static [Trigger]> {
+        // An `.item()` call.
+        Some(&[Trigger::Part("item")])
     }
 
     fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {

@@ -4,7 +4,7 @@
 use syn::Expr;
 use syn::visit::{self, Visit};
 
-use crate::check::{Check, Loop, LoopBody};
+use crate::check::{Check, Loop, LoopBody, Trigger};
 use crate::context::{Cx, Sink};
 use crate::frameworks::{Gradients, Used};
 use crate::syntax::strip;
@@ -73,6 +73,11 @@ pub(crate) struct MissingZeroGrad;
 impl Check for MissingZeroGrad {
     fn rule(&self) -> &'static Rule {
         &RULE
+    }
+
+    fn triggers(&self) -> Option<&'static [Trigger]> {
+        // A loop calling `.backward()`.
+        Some(&[Trigger::Part("backward")])
     }
 
     fn on_loop(&self, lp: &Loop<'_>, cx: &Cx<'_>, sink: &mut Sink) {

@@ -2,7 +2,7 @@
 
 use syn::{Expr, Lit, Member};
 
-use crate::check::Check;
+use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
 use crate::syntax::callee_name;
 use crate::{Level, Rule};
@@ -60,6 +60,11 @@ pub(crate) struct RetainGraphInLoop;
 impl Check for RetainGraphInLoop {
     fn rule(&self) -> &'static Rule {
         &RULE
+    }
+
+    fn triggers(&self) -> Option<&'static [Trigger]> {
+        // A call whose name contains `backward`.
+        Some(&[Trigger::Part("backward")])
     }
 
     fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {

@@ -3,7 +3,7 @@
 
 use syn::Expr;
 
-use crate::check::Check;
+use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
 use crate::infer::Kind;
 use crate::syntax::{chain_root, ident_of, show, strip};
@@ -78,6 +78,11 @@ pub(crate) struct ScopeEscape;
 impl Check for ScopeEscape {
     fn rule(&self) -> &'static Rule {
         &RULE
+    }
+
+    fn triggers(&self) -> Option<&'static [Trigger]> {
+        // Only inside a `#[gpu_scope]` function.
+        Some(&[Trigger::Part("gpu_scope")])
     }
 
     fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {

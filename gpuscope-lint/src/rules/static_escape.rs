@@ -3,7 +3,7 @@
 
 use syn::{BinOp, Expr};
 
-use crate::check::Check;
+use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
 use crate::infer::Kind;
 use crate::syntax::{chain_root, show, strip};
@@ -88,6 +88,12 @@ pub(crate) struct StaticEscape;
 impl Check for StaticEscape {
     fn rule(&self) -> &'static Rule {
         &RULE
+    }
+
+    fn triggers(&self) -> Option<&'static [Trigger]> {
+        // A static declared here (`static`, also inside `thread_local!` or `lazy_static!`),
+        // or one from another file, known by its SCREAMING_CASE name where it is stored into.
+        Some(&[Trigger::Keyword("static"), Trigger::ScreamingRoot])
     }
 
     fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
