@@ -38,7 +38,8 @@ pub(crate) trait Check: Sync {
 /// A word a rule needs in a file ([`Check::triggers`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Trigger {
-    /// An identifier containing this text, in any ASCII case (written in lowercase here):
+    /// An identifier containing this text (two bytes or more), in any ASCII case (written in
+    /// lowercase here):
     /// `Part("loss")` matches `val_loss`, `LossFn` and `r#loss`.
     Part(&'static str),
     /// An identifier that is exactly this keyword: `Keyword("static")` matches the item

@@ -280,6 +280,11 @@ impl Sink {
     }
 
     /// The findings, ordered by source position (stable: equal positions keep visiting order).
+    /// How many findings there are so far.
+    pub(crate) fn count(&self) -> usize {
+        self.findings.len()
+    }
+
     pub(crate) fn into_findings(self) -> Vec<Finding> {
         let mut findings = self.findings;
         findings.sort_by_key(|f| {

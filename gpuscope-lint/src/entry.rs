@@ -88,3 +88,19 @@ pub fn lint_file(file: &syn::File, levels: &Levels) -> Vec<Finding> {
     walker.visit_file(file);
     walker.finish()
 }
+
+/// [`lint_file`] walking only the functions that span one of `lines` (1-based, ascending),
+/// for a file whose functions can give findings only where a trigger word is
+/// ([`lint_source`](crate::lint_source) decides). Debug builds walk the others too and panic
+/// if one gives a finding.
+pub(crate) fn lint_file_at_lines(
+    file: &syn::File,
+    levels: &Levels,
+    lines: &[usize],
+) -> Vec<Finding> {
+    let index = FileIndex::of_file(file);
+    let mut walker = Walker::new(&index, levels);
+    walker.only_lines = Some(lines);
+    walker.visit_file(file);
+    walker.finish()
+}

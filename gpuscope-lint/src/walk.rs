@@ -30,6 +30,8 @@ pub(crate) struct Walker<'i> {
     pub(crate) sink: Sink,
     /// How deep the current expression is nested.
     depth: usize,
+    /// Walk only the functions that span one of these lines (1-based, ascending).
+    pub(crate) only_lines: Option<&'i [usize]>,
 }
 
 impl<'i> Walker<'i> {
@@ -41,6 +43,7 @@ impl<'i> Walker<'i> {
             },
             sink: Sink::new(levels),
             depth: 0,
+            only_lines: None,
         }
     }
 
@@ -69,8 +72,37 @@ impl<'i> Walker<'i> {
     }
 
     /// Walks one function body with a fresh context; `ctx` is or-ed with the function's own
-    /// `#[no_grad]` / `#[gpu_scope]` attributes, whose levels apply to the body.
+    /// `#[no_grad]` / `#[gpu_scope]` attributes, whose levels apply to the body. With
+    /// [`only_lines`](Walker::only_lines), a function spanning none of them is skipped.
     pub(crate) fn walk_fn(
+        &mut self,
+        attrs: &[Attribute],
+        sig: &syn::Signature,
+        block: &Block,
+        ctx: FnContext,
+    ) {
+        let Some(lines) = self.only_lines else {
+            return self.walk_fn_body(attrs, sig, block, ctx);
+        };
+        let first = sig.fn_token.span.start().line;
+        let last = block.brace_token.span.close().end().line;
+        let spanned = lines.get(lines.partition_point(|&line| line < first));
+        // Line 0: positions are unknown (a fuzzing build of proc-macro2).
+        if first == 0 || spanned.is_some_and(|&line| line <= last) {
+            self.walk_fn_body(attrs, sig, block, ctx);
+        } else if cfg!(debug_assertions) {
+            let before = self.sink.count();
+            self.walk_fn_body(attrs, sig, block, ctx);
+            assert_eq!(
+                self.sink.count(),
+                before,
+                "a finding in `fn {}`, which holds no trigger word of the rules enabled: add the word it needs to its rule's `Check::triggers`",
+                sig.ident
+            );
+        }
+    }
+
+    fn walk_fn_body(
         &mut self,
         attrs: &[Attribute],
         sig: &syn::Signature,

@@ -7,7 +7,8 @@
 //! In order: the text is lexed; one pass over its bytes ([`scan`]) bounds the nesting from
 //! above (as [`nesting`] does on the tokens, which runs only past the limit, for the exact
 //! figure and the error's position) and looks for the rules' trigger words ([`triggers`]);
-//! the tokens are parsed; the file is walked by the rules unless it has no trigger word.
+//! the tokens are parsed; the rules walk the functions that hold a trigger word (or the
+//! whole file, where something outside a function can change what it reports).
 
 mod nesting;
 mod scan;
@@ -17,10 +18,11 @@ use std::str::FromStr;
 
 use proc_macro2::TokenStream;
 
+use crate::entry::lint_file_at_lines;
 use crate::finding::{Diagnostic, Finding, Position};
 use crate::{Levels, lint_file};
 
-use triggers::Triggers;
+use triggers::{Triggers, Walk};
 
 /// The deepest nesting [`lint_source`] parses. Real code stays far below: the deepest of
 /// the 6,600 files of the reviewed corpus (`tests/data/lint-corpus/`) estimates at 432.
@@ -101,9 +103,9 @@ fn lint_tokens(source: &str, levels: &Levels) -> Result<Vec<Diagnostic>, SourceE
         }
     })?;
     let mut triggers = Triggers::of(levels);
-    let estimate = scan::depth(&text, |ident, after| {
+    let estimate = scan::depth(&text, |start, end| {
         if let Some(triggers) = &mut triggers {
-            triggers.ident(ident, after);
+            triggers.ident(&text, start, end);
         }
     });
     let tokens = if estimate > MAX_NESTING {
@@ -125,9 +127,10 @@ fn lint_tokens(source: &str, levels: &Levels) -> Result<Vec<Diagnostic>, SourceE
         end: Position::from_line_column(e.span().end()),
         message: e.to_string(),
     })?;
-    let findings = match triggers {
-        Some(triggers) if !triggers.found() => without_triggers(&file, levels),
-        _ => lint_file(&file, levels),
+    let findings = match triggers.map(|t| t.walk(&text)) {
+        None | Some(Walk::Everything) => lint_file(&file, levels),
+        Some(Walk::Lines(lines)) => lint_file_at_lines(&file, levels, &lines),
+        Some(Walk::Nothing) => without_triggers(&file, levels),
     };
     Ok(findings.into_iter().map(Diagnostic::resolve).collect())
 }

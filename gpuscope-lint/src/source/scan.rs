@@ -11,9 +11,9 @@
 //! Only text that lexed is scanned, so every string, character and comment is closed.
 
 /// The nesting estimate of `text` (which must lex: `TokenStream::from_str` accepted it),
-/// calling `on_ident(identifier, text after it)` for every identifier outside comments and
-/// literals, lifetimes and labels excepted.
-pub(super) fn depth(text: &str, mut on_ident: impl FnMut(&str, &str)) -> usize {
+/// calling `on_ident(start, end)` with the byte range of every identifier outside comments
+/// and literals, lifetimes and labels excepted.
+pub(super) fn depth(text: &str, mut on_ident: impl FnMut(usize, usize)) -> usize {
     let b = text.as_bytes();
     let mut est = Estimate::new();
     let mut i = 0;
@@ -88,7 +88,7 @@ pub(super) fn depth(text: &str, mut on_ident: impl FnMut(&str, &str)) -> usize {
                 }
                 let end = ident_end(text, i);
                 let ident = &text[i..end];
-                on_ident(ident, &text[end..]);
+                on_ident(i, end);
                 est.token(Token::ident(ident));
                 i = end;
             }
@@ -422,9 +422,9 @@ mod tests {
         depth(src, |_, _| {})
     }
 
-    fn idents(src: &str) -> Vec<String> {
+    fn idents(src: &str) -> Vec<&str> {
         let mut found = Vec::new();
-        depth(src, |ident, _| found.push(ident.to_owned()));
+        depth(src, |start, end| found.push(&src[start..end]));
         found
     }
 
@@ -472,13 +472,10 @@ mod tests {
                 "fn", "f", "x", "str", "let", "s", "r#loss", "backward", "CACHE", "push"
             ]
         );
-        let mut rest = None;
-        depth("X . lock()", |ident, after| {
-            if ident == "X" {
-                rest = Some(after.to_owned());
-            }
-        });
-        assert_eq!(rest.as_deref(), Some(" . lock()"));
+        let src = "let é = X . lock();";
+        let mut ranges = Vec::new();
+        depth(src, |start, end| ranges.push((start, end)));
+        assert_eq!(ranges, [(0, 3), (4, 6), (9, 10), (13, 17)]);
     }
 
     #[test]

@@ -1,33 +1,46 @@
-//! Whether a file can give any finding at the levels in force: the trigger words of the
-//! enabled rules ([`Check::triggers`](crate::check::Check::triggers)) and of the attributes
-//! that set levels, matched against the file's identifiers as the scan hands them over.
-//! A file with none of them is parsed (so its syntax errors are still reported) but not
-//! walked.
+//! Where a file can give findings at the levels in force: the trigger words of the enabled
+//! rules ([`Check::triggers`](crate::check::Check::triggers)), matched against the file's
+//! identifiers as the scan hands them over. A file with none of them is parsed (so its
+//! syntax errors are still reported) but not walked; in a file with some, only the
+//! functions whose lines hold one are walked, unless the file has what can change a
+//! function from outside: a level attribute (which can switch on a rule without trigger
+//! words) or a `static` (which a function can store into by a name that is no trigger).
 
 use crate::Levels;
 use crate::check::Trigger;
 use crate::rules::CHECKS;
 use crate::syntax::is_screaming_case;
 
-/// The words that make the walker report without any rule: the attributes that set levels
-/// (`#[gpuscope::lints::allow(..)]`, `#[gpuscope_macros::allow(..)]`, `#[gpu_scope(..)]`,
-/// `#[no_grad(..)]`), whose unknown rule names are errors.
-const ATTRIBUTES: &[Trigger] = &[
-    Trigger::Part("lints"),
-    Trigger::Part("gpuscope_macros"),
-    Trigger::Part("gpu_scope"),
-    Trigger::Part("no_grad"),
-];
+/// The words of the attributes that set levels (`#[gpuscope::lints::allow(..)]`,
+/// `#[gpuscope_macros::allow(..)]`, `#[gpu_scope(..)]`, `#[no_grad(..)]`): they make the
+/// walker report unknown rule names, and change levels for what they are on.
+const ATTRIBUTES: &[&str] = &["lints", "gpuscope_macros", "gpu_scope", "no_grad"];
 
-/// The trigger words in force, and whether one was seen.
+/// What a file needs walked, once scanned.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Walk {
+    /// Nothing: no trigger word.
+    Nothing,
+    /// The functions that span one of these lines (1-based, ascending).
+    Lines(Vec<usize>),
+    /// Everything.
+    Everything,
+}
+
+/// The trigger words in force, and where they were seen.
 pub(super) struct Triggers {
-    /// `Part` words, in lowercase.
+    /// `Part` words, in lowercase: the attributes' first.
     parts: Vec<&'static [u8]>,
-    /// For each lowercase byte, the `parts` that start with it (bit `i` for `parts[i]`).
-    starts: [u64; 256],
+    /// For each lowercase byte, the `parts` whose first (second) byte it is: bit `i` for
+    /// `parts[i]`. Most places in an identifier start no part's first two bytes.
+    firsts: [u64; 256],
+    seconds: [u64; 256],
     keywords: Vec<&'static str>,
     screaming_root: bool,
-    found: bool,
+    /// Byte offsets of the identifiers holding a rule's word.
+    hits: Vec<usize>,
+    /// Something seen makes the whole file walked.
+    everything: bool,
 }
 
 impl Triggers {
@@ -36,68 +49,105 @@ impl Triggers {
     pub(super) fn of(levels: &Levels) -> Option<Triggers> {
         let mut triggers = Triggers {
             parts: Vec::new(),
-            starts: [0; 256],
+            firsts: [0; 256],
+            seconds: [0; 256],
             keywords: Vec::new(),
             screaming_root: false,
-            found: false,
+            hits: Vec::new(),
+            everything: false,
         };
-        triggers.add(ATTRIBUTES);
+        for word in ATTRIBUTES {
+            triggers.add_part(word);
+        }
         for (index, check) in CHECKS.iter().enumerate() {
             if levels.at(index) != crate::Level::Allow {
-                triggers.add(check.triggers()?);
+                for trigger in check.triggers()? {
+                    match *trigger {
+                        Trigger::Part(part) => triggers.add_part(part),
+                        Trigger::Keyword(keyword) => triggers.keywords.push(keyword),
+                        Trigger::ScreamingRoot => triggers.screaming_root = true,
+                    }
+                }
             }
         }
         Some(triggers)
     }
 
-    fn add(&mut self, triggers: &[Trigger]) {
-        for trigger in triggers {
-            match *trigger {
-                Trigger::Part(part) => {
-                    debug_assert!(!part.is_empty() && part == part.to_ascii_lowercase());
-                    if self.parts.contains(&part.as_bytes()) {
-                        continue;
-                    }
-                    assert!(self.parts.len() < 64, "at most 64 trigger words");
-                    self.starts[usize::from(part.as_bytes()[0])] |= 1 << self.parts.len();
-                    self.parts.push(part.as_bytes());
-                }
-                Trigger::Keyword(keyword) => self.keywords.push(keyword),
-                Trigger::ScreamingRoot => self.screaming_root = true,
-            }
-        }
-    }
-
-    /// Whether a trigger was among the identifiers seen so far.
-    pub(super) fn found(&self) -> bool {
-        self.found
-    }
-
-    /// Looks at identifier `ident`, followed in the text by `rest`.
-    pub(super) fn ident(&mut self, ident: &str, rest: &str) {
-        if self.found {
+    fn add_part(&mut self, part: &'static str) {
+        debug_assert!(part.len() >= 2 && part == part.to_ascii_lowercase());
+        if self.parts.contains(&part.as_bytes()) {
             return;
         }
-        self.found = self.keywords.contains(&ident)
-            || self.has_part(ident.as_bytes())
-            || (self.screaming_root && is_screaming_case(ident) && roots_a_place(rest));
+        assert!(self.parts.len() < 64, "at most 64 trigger words");
+        let bytes = part.as_bytes();
+        self.firsts[usize::from(bytes[0])] |= 1 << self.parts.len();
+        self.seconds[usize::from(bytes[1])] |= 1 << self.parts.len();
+        self.parts.push(bytes);
     }
 
-    fn has_part(&self, ident: &[u8]) -> bool {
-        for (at, byte) in ident.iter().enumerate() {
-            let mut candidates = self.starts[usize::from(byte.to_ascii_lowercase())];
+    /// Looks at the identifier `text[start..end]`.
+    pub(super) fn ident(&mut self, text: &str, start: usize, end: usize) {
+        if self.everything {
+            return;
+        }
+        let ident = &text[start..end];
+        if self.keywords.contains(&ident) {
+            // Only `static` is a keyword trigger.
+            self.everything = true;
+            return;
+        }
+        let parts = self.parts_in(ident.as_bytes());
+        if parts & ((1 << ATTRIBUTES.len()) - 1) != 0 {
+            self.everything = true;
+        } else if parts != 0
+            || (self.screaming_root && is_screaming_case(ident) && roots_a_place(&text[end..]))
+        {
+            self.hits.push(start);
+        }
+    }
+
+    /// The `parts` in `ident`, as a bit set.
+    fn parts_in(&self, ident: &[u8]) -> u64 {
+        let mut found = 0;
+        for (at, pair) in ident.windows(2).enumerate() {
+            let mut candidates = self.firsts[usize::from(pair[0].to_ascii_lowercase())]
+                & self.seconds[usize::from(pair[1].to_ascii_lowercase())];
             while candidates != 0 {
-                let part = self.parts[candidates.trailing_zeros() as usize];
+                let index = candidates.trailing_zeros() as usize;
                 candidates &= candidates - 1;
+                let part = self.parts[index];
                 if ident
                     .get(at..at + part.len())
                     .is_some_and(|window| window.eq_ignore_ascii_case(part))
                 {
-                    return true;
+                    found |= 1 << index;
                 }
             }
         }
-        false
+        found
+    }
+
+    /// What the file `text` needs walked, after every identifier was seen.
+    pub(super) fn walk(self, text: &str) -> Walk {
+        if self.everything {
+            return Walk::Everything;
+        }
+        if self.hits.is_empty() {
+            return Walk::Nothing;
+        }
+        let mut lines = Vec::with_capacity(self.hits.len());
+        let (mut line, mut counted) = (1, 0);
+        for offset in self.hits {
+            line += text.as_bytes()[counted..offset]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
+            counted = offset;
+            if lines.last() != Some(&line) {
+                lines.push(line);
+            }
+        }
+        Walk::Lines(lines)
     }
 }
 
@@ -124,32 +174,42 @@ mod tests {
     use super::*;
     use crate::Level;
 
-    fn fires(levels: &Levels, idents: &[(&str, &str)]) -> bool {
-        let mut triggers = Triggers::of(levels).expect("every default rule has triggers");
-        for (ident, rest) in idents {
-            triggers.ident(ident, rest);
-        }
-        triggers.found()
+    /// What `src` needs walked.
+    fn walk(levels: &Levels, src: &str) -> Walk {
+        let mut triggers = Triggers::of(levels).expect("every rule enabled has triggers");
+        super::super::scan::depth(src, |start, end| triggers.ident(src, start, end));
+        triggers.walk(src)
+    }
+
+    fn fires(levels: &Levels, src: &str) -> bool {
+        walk(levels, src) != Walk::Nothing
     }
 
     #[test]
     fn parts_match_inside_identifiers_in_any_case() {
         let levels = Levels::default();
-        assert!(fires(&levels, &[("val_loss", " ")]));
-        assert!(fires(&levels, &[("TotalLoss", " ")]));
-        assert!(fires(&levels, &[("r#backward", "(")]));
-        assert!(fires(&levels, &[("ManuallyDrop", "::")]));
-        assert!(!fires(
-            &levels,
-            &[("tensor", " "), ("matmul", "("), ("los", " ")]
-        ));
+        for src in ["val_loss", "TotalLoss", "r#backward", "ManuallyDrop"] {
+            assert!(fires(&levels, src), "{src}");
+        }
+        assert!(!fires(&levels, "tensor matmul los"));
     }
 
     #[test]
-    fn static_is_a_keyword_not_a_part() {
+    fn hits_give_their_lines() {
         let levels = Levels::default();
-        assert!(fires(&levels, &[("static", " X")]));
-        assert!(!fires(&levels, &[("statics", " "), ("r#static", " ")]));
+        assert_eq!(
+            walk(&levels, "fn a\nfn b\nloss\nx\n\nmy_loss backward"),
+            Walk::Lines(vec![3, 6])
+        );
+    }
+
+    #[test]
+    fn static_items_and_level_attributes_make_everything_walked() {
+        let levels = Levels::default();
+        assert_eq!(walk(&levels, "loss\nstatic X"), Walk::Everything);
+        assert_eq!(walk(&levels, "gpuscope lints allow"), Walk::Everything);
+        assert_eq!(walk(&levels, "gpu_scope\nfn f"), Walk::Everything);
+        assert_eq!(walk(&levels, "statics r#static"), Walk::Nothing);
     }
 
     #[test]
@@ -164,10 +224,11 @@ mod tests {
             " // c",
             "\n.with(f)",
         ] {
-            assert!(fires(&levels, &[("CACHE", rest)]), "{rest}");
+            let src = format!("CACHE{rest}");
+            assert!(roots_a_place(rest) && fires(&levels, &src), "{rest}");
         }
         for rest in [",", ")", " => 1", " == x", " + 1", "::new()", ";", " >> 1"] {
-            assert!(!fires(&levels, &[("F32", rest)]), "{rest}");
+            assert!(!roots_a_place(rest), "{rest}");
         }
     }
 
@@ -182,9 +243,9 @@ mod tests {
     }
 
     #[test]
-    fn with_every_rule_allowed_only_the_attributes_trigger() {
+    fn with_every_rule_allowed_only_the_attributes_count() {
         let levels = Levels::all(Level::Allow);
-        assert!(!fires(&levels, &[("backward", "()"), ("static", " X")]));
-        assert!(fires(&levels, &[("lints", "::allow")]));
+        assert_eq!(walk(&levels, "backward static loss"), Walk::Nothing);
+        assert_eq!(walk(&levels, "lints"), Walk::Everything);
     }
 }
