@@ -15,14 +15,15 @@ pub(crate) trait Check: Sync {
     /// The rule's description (name, default level, docs).
     fn rule(&self) -> &'static Rule;
 
-    /// Words of which a file must contain at least one for this rule to fire anywhere in it;
-    /// `None` when the rule can fire on any file (it is then always walked when enabled).
+    /// Words of which a function must contain at least one (between its `fn` and its closing
+    /// brace) for this rule to fire in it; `None` when the rule can fire anywhere (every
+    /// file is then walked when it is enabled). `Keyword` words count anywhere in the file.
     ///
     /// Only identifiers count, not comments or string contents. A rule that fires on a call
     /// named `x` or on a binding whose name has the word `loss` declares `Part("x")` or
     /// `Part("loss")`: the words are a necessary condition, not a sufficient one. In debug
-    /// builds `lint_source` walks every skipped file anyway and panics if a finding comes
-    /// out, so the test suite and the fuzzer check that the words are complete.
+    /// builds `lint_source` walks every skipped file and function anyway and panics if a
+    /// finding comes out, so the test suite and the fuzzer check that the words are complete.
     fn triggers(&self) -> Option<&'static [Trigger]> {
         None
     }
@@ -35,7 +36,7 @@ pub(crate) trait Check: Sync {
     fn on_loop(&self, _lp: &Loop<'_>, _cx: &Cx<'_>, _sink: &mut Sink) {}
 }
 
-/// A word a rule needs in a file ([`Check::triggers`]).
+/// A word a rule needs ([`Check::triggers`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Trigger {
     /// An identifier containing this text (two bytes or more), in any ASCII case (written in
