@@ -1,7 +1,7 @@
 //! Small questions about syntax trees that several rules ask: what a path ends with, the
 //! root of a method chain, whether two places are the same, short text for messages.
 
-use syn::{Expr, Ident, Pat, PathArguments, Type};
+use syn::{Attribute, Expr, Ident, Pat, PathArguments, Type};
 
 /// `e` without parentheses, invisible groups and `&` / `&mut`.
 pub(crate) fn strip(mut e: &Expr) -> &Expr {
@@ -12,6 +12,68 @@ pub(crate) fn strip(mut e: &Expr) -> &Expr {
             Expr::Reference(r) => &r.expr,
             _ => return e,
         };
+    }
+}
+
+/// `e` without parentheses, `&`, `?`, `.unwrap()` and `.expect(..)`: the value they pass on.
+pub(crate) fn unwrapped(mut e: &Expr) -> &Expr {
+    loop {
+        e = match strip(e) {
+            Expr::Try(t) => &t.expr,
+            Expr::MethodCall(m) if m.method == "unwrap" || m.method == "expect" => &m.receiver,
+            other => return other,
+        };
+    }
+}
+
+/// The outer attributes of an expression, for the kinds of expressions that carry them in
+/// statement position.
+pub(crate) fn expr_attrs(e: &Expr) -> &[Attribute] {
+    match e {
+        Expr::Array(e) => &e.attrs,
+        Expr::Assign(e) => &e.attrs,
+        Expr::Async(e) => &e.attrs,
+        Expr::Await(e) => &e.attrs,
+        Expr::Binary(e) => &e.attrs,
+        Expr::Block(e) => &e.attrs,
+        Expr::Call(e) => &e.attrs,
+        Expr::Closure(e) => &e.attrs,
+        Expr::ForLoop(e) => &e.attrs,
+        Expr::If(e) => &e.attrs,
+        Expr::Loop(e) => &e.attrs,
+        Expr::Macro(e) => &e.attrs,
+        Expr::Match(e) => &e.attrs,
+        Expr::MethodCall(e) => &e.attrs,
+        Expr::Paren(e) => &e.attrs,
+        Expr::Path(e) => &e.attrs,
+        Expr::Return(e) => &e.attrs,
+        Expr::Try(e) => &e.attrs,
+        Expr::Unsafe(e) => &e.attrs,
+        Expr::While(e) => &e.attrs,
+        _ => &[],
+    }
+}
+
+/// Whether `e` takes a lock or mutable borrow, maybe unwrapped: `X.lock().unwrap()`,
+/// `X.borrow_mut()`, `X.write().await`.
+pub(crate) fn is_guard(e: &Expr) -> bool {
+    const GUARDS: [&str; 7] = [
+        "lock",
+        "write",
+        "borrow_mut",
+        "get_mut",
+        "try_lock",
+        "try_write",
+        "try_borrow_mut",
+    ];
+    match strip(e) {
+        Expr::MethodCall(m) if m.method == "unwrap" || m.method == "expect" => {
+            is_guard(&m.receiver)
+        }
+        Expr::MethodCall(m) => GUARDS.iter().any(|g| m.method == g),
+        Expr::Try(t) => is_guard(&t.expr),
+        Expr::Await(a) => is_guard(&a.base),
+        _ => false,
     }
 }
 
@@ -325,6 +387,26 @@ mod tests {
 
     fn expr(src: &str) -> Expr {
         syn::parse_str(src).unwrap()
+    }
+
+    #[test]
+    fn unwrapping_and_guards() {
+        let sum = expr("a.add(&b)");
+        assert_eq!(unwrapped(&expr("(&a.add(&b)?).unwrap()")), &sum);
+        assert_eq!(unwrapped(&expr("a.add(&b).expect(\"x\")")), &sum);
+        assert!(
+            matches!(unwrapped(&expr("a.add(&b).item()")), Expr::MethodCall(m) if m.method == "item")
+        );
+        assert!(is_guard(&expr("CACHE.lock().unwrap()")));
+        assert!(is_guard(&expr("cell.borrow_mut()")));
+        assert!(is_guard(&expr("STATE.write().await")));
+        assert!(!is_guard(&expr("CACHE.len()")));
+        let with_attr: syn::Stmt = syn::parse_str("#[allow(x)] f();").unwrap();
+        let syn::Stmt::Expr(e, _) = with_attr else {
+            panic!()
+        };
+        assert_eq!(expr_attrs(&e).len(), 1);
+        assert!(expr_attrs(&expr("f()")).is_empty());
     }
 
     #[test]

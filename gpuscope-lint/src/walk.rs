@@ -18,7 +18,10 @@ use crate::context::{Cx, FnState, LoopFrame, NoGrad, Sink, span_range};
 use crate::fn_facts::{FnFacts, trains, trains_expr};
 use crate::infer::{Env, FileIndex, Types, Value};
 use crate::rules::CHECKS;
-use crate::syntax::{callee_name, callee_path, chain_root, has_attr, ident_in, pat_idents, strip};
+use crate::syntax::{
+    callee_name, callee_path, chain_root, expr_attrs, has_attr, ident_in, is_guard, pat_idents,
+    strip,
+};
 use crate::{Finding, FnContext, Levels, UNKNOWN_RULE};
 
 /// Expressions nested deeper than this are not walked.
@@ -296,57 +299,6 @@ impl<'i> Walker<'i> {
             let segments: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
             self.cx.used().is_no_grad_guard(&segments)
         })
-    }
-}
-
-/// The outer attributes of an expression, for the kinds of expressions that carry them in
-/// statement position.
-fn expr_attrs(e: &Expr) -> &[Attribute] {
-    match e {
-        Expr::Array(e) => &e.attrs,
-        Expr::Assign(e) => &e.attrs,
-        Expr::Async(e) => &e.attrs,
-        Expr::Await(e) => &e.attrs,
-        Expr::Binary(e) => &e.attrs,
-        Expr::Block(e) => &e.attrs,
-        Expr::Call(e) => &e.attrs,
-        Expr::Closure(e) => &e.attrs,
-        Expr::ForLoop(e) => &e.attrs,
-        Expr::If(e) => &e.attrs,
-        Expr::Loop(e) => &e.attrs,
-        Expr::Macro(e) => &e.attrs,
-        Expr::Match(e) => &e.attrs,
-        Expr::MethodCall(e) => &e.attrs,
-        Expr::Paren(e) => &e.attrs,
-        Expr::Path(e) => &e.attrs,
-        Expr::Return(e) => &e.attrs,
-        Expr::Try(e) => &e.attrs,
-        Expr::Unsafe(e) => &e.attrs,
-        Expr::While(e) => &e.attrs,
-        _ => &[],
-    }
-}
-
-/// Whether `e` takes a lock or mutable borrow, maybe unwrapped: `X.lock().unwrap()`,
-/// `X.borrow_mut()`, `X.write().await`.
-fn is_guard(e: &Expr) -> bool {
-    const GUARDS: [&str; 7] = [
-        "lock",
-        "write",
-        "borrow_mut",
-        "get_mut",
-        "try_lock",
-        "try_write",
-        "try_borrow_mut",
-    ];
-    match strip(e) {
-        Expr::MethodCall(m) if m.method == "unwrap" || m.method == "expect" => {
-            is_guard(&m.receiver)
-        }
-        Expr::MethodCall(m) => GUARDS.iter().any(|g| m.method == g),
-        Expr::Try(t) => is_guard(&t.expr),
-        Expr::Await(a) => is_guard(&a.base),
-        _ => false,
     }
 }
 

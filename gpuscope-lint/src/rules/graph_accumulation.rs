@@ -6,7 +6,7 @@ use syn::{BinOp, Expr};
 use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
 use crate::infer::{Graph, Kind};
-use crate::syntax::{chain_root, ident_of, same_place, show, strip};
+use crate::syntax::{chain_root, ident_of, same_place, show, strip, unwrapped};
 use crate::{Level, Rule};
 
 pub(crate) const RULE: Rule = Rule {
@@ -162,17 +162,6 @@ impl Check for GraphAccumulation {
             help,
             None,
         );
-    }
-}
-
-/// `e` without `?`, `.unwrap()`, `.expect(..)` and parentheses (fallible tensor ops).
-fn unwrapped(mut e: &Expr) -> &Expr {
-    loop {
-        e = match strip(e) {
-            Expr::Try(t) => &t.expr,
-            Expr::MethodCall(m) if m.method == "unwrap" || m.method == "expect" => &m.receiver,
-            other => return other,
-        };
     }
 }
 

@@ -7,7 +7,7 @@ use syn::visit::{self, Visit};
 use crate::check::{Check, Loop, LoopBody, Trigger};
 use crate::context::{Cx, Sink};
 use crate::frameworks::{Gradients, Used};
-use crate::syntax::strip;
+use crate::syntax::unwrapped;
 use crate::{Level, Rule};
 
 pub(crate) const RULE: Rule = Rule {
@@ -175,17 +175,6 @@ impl<'u> Scan<'u> {
             }
         }
         self.visit_expr(e);
-    }
-}
-
-/// `e` without `?`, `.unwrap()`, `.expect(..)`.
-fn unwrapped(mut e: &Expr) -> &Expr {
-    loop {
-        e = match strip(e) {
-            Expr::Try(t) => &t.expr,
-            Expr::MethodCall(m) if m.method == "unwrap" || m.method == "expect" => &m.receiver,
-            other => return other,
-        };
     }
 }
 

@@ -6,7 +6,7 @@ use syn::{BinOp, Expr};
 use crate::check::Check;
 use crate::context::{Cx, Sink};
 use crate::infer::Kind;
-use crate::syntax::{same_place, show, strip};
+use crate::syntax::{same_place, show, strip, unwrapped};
 use crate::{Level, Rule};
 
 pub(crate) const RULE: Rule = Rule {
@@ -58,19 +58,6 @@ fn sgd(weight: Tensor, grads: &[Tensor]) -> Tensor {
 
 /// The rule's checks.
 pub(crate) struct OutOfPlaceUpdate;
-
-/// The expression under `?`, `.unwrap()` and `.expect(..)` (fallible tensor ops).
-fn unwrapped(mut e: &Expr) -> &Expr {
-    loop {
-        e = match e {
-            Expr::Try(t) => strip(&t.expr),
-            Expr::MethodCall(m) if m.method == "unwrap" || m.method == "expect" => {
-                strip(&m.receiver)
-            }
-            _ => return e,
-        };
-    }
-}
 
 impl Check for OutOfPlaceUpdate {
     fn rule(&self) -> &'static Rule {
