@@ -1,6 +1,10 @@
 import os
 import sys, bisect, collections
 MIB=1<<20; PAGE=2*MIB
+# vmm::LARGE_GROWTH_DIVISOR (commit d8054fc); a large value models the step before it
+LARGE_DIV=int(os.environ.get('LARGE_DIV', 128))
+# runs of growths (commit after bf5947d); RUNS=0 models the policy before them
+RUNS=os.environ.get('RUNS', '1')!='0'
 def r512(s): return max(512,(s+511)//512*512)
 
 class Arena:
@@ -9,6 +13,7 @@ class Arena:
         s.blocks={}  # addr -> [size, free]
         s.addrs=[]   # sorted addrs
         s.top=0; s.mapped=0; s.grows=0; s.peak=0
+        s.run=None   # the last large step, while nothing has been freed since
     def free_blocks(s):
         return [(a,b[0]) for a,b in s.blocks.items() if b[1]]
     def wild(s):
@@ -18,7 +23,14 @@ class Arena:
     def grow(s, need_total):
         w=s.wild(); have=s.blocks[w][0] if w is not None else 0
         need=-(-(need_total-have)//PAGE)*PAGE
-        ming=min(max(s.mapped//2,2*MIB),8*MIB) if s.small else 20*MIB
+        if s.small: ming=min(max(s.mapped//2,2*MIB),8*MIB)
+        else:
+            ming=max(20*MIB, s.mapped//LARGE_DIV)
+            if RUNS and s.run is not None:
+                # a run of growths (nothing freed since the last): 5/4 of the last step,
+                # up to 1/8 of the arena (vmm::min_growth)
+                ming=max(ming, min(s.run+s.run//4, s.mapped//8))
+            s.run=ming
         size=-(-max(need,ming)//PAGE)*PAGE
         s.grows+=1
         if w is not None: s.blocks[w][0]+=size
@@ -41,6 +53,7 @@ class Arena:
                 s.blocks[a]=[sz-r,True]; s.blocks[a+sz-r]=[r,False]; bisect.insort(s.addrs,a+sz-r); return a+sz-r
         s.blocks[a][1]=False; return a
     def free(s, a):
+        s.run=None
         s.blocks[a][1]=True
         i=bisect.bisect_left(s.addrs,a)
         # merge next
@@ -88,7 +101,7 @@ if __name__=="__main__":
     import glob, os
     pol=globals()[sys.argv[1]] if len(sys.argv)>1 else bestfit
     tot=0
-    for f in sorted(glob.glob("tests/data/traces/*.csv")):
+    for f in sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv"))):
         r=run(f,pol)
         tot+=r[-1][0]
         print(os.path.basename(f), r)

@@ -5,8 +5,10 @@ them as a gpuscope trace (CSV `op,id,size,stream`) with PyTorch's own figures be
 Usage (GPU machine, one process per workload so that histories never mix):
     python3 bench/record_traces/record.py OUT_DIR WORKLOAD
     python3 bench/record_traces/record.py --pickle OUT.pickle
+    RECORD_DEVICE=cpu python3 bench/record_traces/record.py --try WORKLOAD...
 The second form writes a small `torch.cuda.memory._dump_snapshot` pickle of a short
-training run (tests/data/pytorch-snapshots/small_train.pickle).
+training run (tests/data/pytorch-snapshots/small_train.pickle); the third runs
+workloads on the CPU for two steps, recording nothing (to try a new one without a GPU).
 
 How the trace is made, from `torch.cuda.memory._snapshot()['device_traces']`:
 - `alloc` becomes `a,ID,SIZE,STREAM` (SIZE: the bytes asked for; ids are numbered in
@@ -27,6 +29,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workloads  # noqa: E402
+import workloads_more  # noqa: E402
+
+WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS}
 
 
 def convert(events):
@@ -73,7 +78,7 @@ def convert(events):
 
 
 def record(out_dir, name):
-    fn, steps = workloads.WORKLOADS[name]
+    fn, steps = WORKLOADS[name]
     torch.cuda.init()
     # Nothing runs before the recording: library workspaces (cuBLAS, cuDNN) are allocated
     # inside it, as in a real first step.
@@ -141,5 +146,10 @@ def dump_pickle(path):
 if __name__ == "__main__":
     if sys.argv[1] == "--pickle":
         dump_pickle(sys.argv[2])
+    elif sys.argv[1] == "--try":
+        for name in sys.argv[2:] or WORKLOADS:
+            t0 = time.perf_counter()
+            WORKLOADS[name][0](2)
+            print(f"{name}: ran 2 steps in {time.perf_counter() - t0:.1f} s")
     else:
         record(sys.argv[1], sys.argv[2])

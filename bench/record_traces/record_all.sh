@@ -1,19 +1,28 @@
 #!/usr/bin/env bash
-# Records every workload of workloads.py (one process each) and the small snapshot
-# pickle. On the GPU machine, from the repository root:
-#   bash bench/record_traces/record_all.sh OUT_DIR
+# Records workloads (one process each) and the small snapshot pickle. On the GPU
+# machine, from the repository root:
+#   bash bench/record_traces/record_all.sh OUT_DIR [NAME...]
+# NAMEs: workloads of workloads.py or workloads_more.py (default: every one of both).
 # Writes OUT_DIR/NAME.csv and OUT_DIR/NAME.json per workload, OUT_DIR/small_train.pickle
-# and OUT_DIR/record.log.
+# (when no NAME is given) and OUT_DIR/record.log.
 set -uo pipefail
 out=$1
+shift
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
-names=$(cd "$here" && python3 -c 'import ast,sys; src=open("workloads.py").read(); t=ast.parse(src)
-for n in t.body:
-    if isinstance(n, ast.Assign) and n.targets[0].id == "WORKLOADS":
-        print(" ".join(k.value for k in n.value.keys))')
-for name in $names; do
+names=("$@")
+if [[ ${#names[@]} -eq 0 ]]; then
+  read -r -a names <<< "$(cd "$here" && python3 -c 'import ast
+for f in ("workloads.py", "workloads_more.py"):
+    for n in ast.parse(open(f).read()).body:
+        if isinstance(n, ast.Assign) and n.targets[0].id == "WORKLOADS":
+            print(" ".join(k.value for k in n.value.keys), end=" ")')"
+  pickle=1
+fi
+for name in "${names[@]}"; do
   timeout 300 python3 "$here/record.py" "$out" "$name" 2>&1 | tail -5
 done > "$out/record.log"
-timeout 120 python3 "$here/record.py" --pickle "$out/small_train.pickle" >> "$out/record.log" 2>&1
+if [[ -n ${pickle:-} ]]; then
+  timeout 120 python3 "$here/record.py" --pickle "$out/small_train.pickle" >> "$out/record.log" 2>&1
+fi
 cat "$out/record.log"

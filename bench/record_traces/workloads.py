@@ -6,13 +6,15 @@ weights (the GPU machine has no network). Every workload seeds its generators, s
 recording is reproducible up to PyTorch's own nondeterminism.
 """
 import math
+import os
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-DEV = torch.device("cuda")
+# RECORD_DEVICE=cpu runs the workloads without a GPU (to try them; nothing is recorded).
+DEV = torch.device(os.environ.get("RECORD_DEVICE", "cuda"))
 
 
 # ----------------------------------------------------------------------------- models

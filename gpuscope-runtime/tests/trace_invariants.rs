@@ -7,7 +7,7 @@
 //!   releases or waits (cross-stream frees record and query events, the same number in
 //!   every pass), and ten warm passes are alike in reserved memory and driver calls;
 //! - peak reserved memory stays within 3% of what PyTorch reserved when the trace was
-//!   recorded (the JSON beside each trace).
+//!   recorded (the JSON beside each trace), and device allocations at most PyTorch's.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -31,8 +31,8 @@ fn all_traces() -> Vec<(String, Trace)> {
         .collect();
     names.sort();
     assert!(
-        names.len() >= 12,
-        "the corpus has {} traces: expected the 3 shared ones and 9 recorded",
+        names.len() >= 25,
+        "the corpus has {} traces: expected the 3 shared ones, 19 recorded and 3 of the GPT example",
         names.len()
     );
     names
@@ -206,7 +206,9 @@ fn peak_reserved_stays_near_or_below_pytorch() {
 
 /// Device allocations (`cuMemCreate`) stay at most PyTorch's (`cudaMalloc`) when the
 /// trace was recorded: large arenas grow by 20 MiB or 1/128 of what they map, whichever
-/// is larger (with fixed 20 MiB steps, `gpt2_train` made 141 against PyTorch's 137).
+/// is larger, and by growing steps in a run of growths (with fixed 20 MiB steps,
+/// `gpt2_train` made 141 against PyTorch's 137; without the runs, `moe_train` made 95
+/// against 89 and `vit_b16_train_bf16` 152 against 148).
 #[test]
 fn device_allocations_stay_at_most_pytorchs() {
     for (name, t) in all_traces() {

@@ -29,9 +29,11 @@
 //!    arena at the top only when the wilderness is too small: one physical chunk of
 //!    what is missing, at least 20 MiB or 1/128 of what the arena holds (whichever is
 //!    larger) for the large pool and 2-8 MiB for the small one (half what it holds),
-//!    mapped and made accessible in one call each. The proportional step keeps the
-//!    number of device allocations of a many-gigabyte pool logarithmic in its size, for
-//!    at most 1/128 of it unused.
+//!    mapped and made accessible in one call each. While a large arena only grows
+//!    (nothing freed in it since its last growth, as while weights and optimizer state
+//!    are built), each step is 5/4 of the last, up to 1/8 of the arena. The
+//!    proportional and growing steps keep the number of device allocations logarithmic
+//!    in the pool's size, for at most one step of it unused.
 //! 3. `free` merges with free neighbours and never gives memory back; a block used on
 //!    other streams (`record_stream`) returns to its pool once their events, polled on
 //!    `allocate`, complete.

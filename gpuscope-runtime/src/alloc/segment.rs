@@ -43,6 +43,10 @@ pub(crate) struct Arena {
     /// The free block that ends at `top` (the wilderness), kept out of the free index
     /// and used only when no indexed block fits; `NIL` when the top block is in use.
     pub wild: u32,
+    /// The step of the last growth, while nothing in the arena has been freed since:
+    /// the arena is in a run of growths (a model's weights and optimizer state being
+    /// built), and the next step is larger (`vmm::min_growth`). `None` after any free.
+    pub growth_run: Option<usize>,
 }
 
 impl Arena {
@@ -57,6 +61,7 @@ impl Arena {
             mapped: 0,
             segments: BTreeMap::new(),
             wild: NIL,
+            growth_run: None,
         }
     }
 

@@ -386,6 +386,9 @@ impl AllocState {
         self.fences.note_free(stream, self.tick);
         if let Some(seg) = &mut self.segments[segment as usize] {
             seg.last_used = self.tick;
+            if let Some(a) = seg.arena() {
+                self.arenas[a as usize].growth_run = None;
+            }
         }
         self.index_free(index);
     }

@@ -8,9 +8,10 @@
 //! - `allocate` takes the best-fitting free block of the stream's pool, and the
 //!   wilderness only when none fits; when the wilderness is too small, the arena grows:
 //!   one `cuMemCreate` of what is missing, at least 20 MiB or 1/128 of what the arena
-//!   holds for the large pool (20 MiB is PyTorch's large segment size) and, for the small
-//!   pool, half what the arena holds, from 2 to 8 MiB; one `cuMemMap` and one
-//!   `cuMemSetAccess` at the top.
+//!   holds for the large pool (20 MiB is PyTorch's large segment size; 5/4 of the last
+//!   step, up to 1/8 of the arena, while nothing has been freed in it since its last
+//!   growth) and, for the small pool, half what the arena holds, from 2 to 8 MiB; one
+//!   `cuMemMap` and one `cuMemSetAccess` at the top.
 //! - Nothing is unmapped or released on `free`.
 //!
 //! Because the wilderness is used last, a workload that repeats makes the same choices
@@ -37,16 +38,36 @@ use super::state::AllocState;
 /// logarithmic in its size rather than linear).
 pub(super) const LARGE_GROWTH_DIVISOR: usize = 128;
 
-/// The least a growth of an arena of `pool` that maps `mapped` bytes adds: for the large
-/// pool 20 MiB (PyTorch's large segment size) or 1/[`LARGE_GROWTH_DIVISOR`] of what it
-/// maps, whichever is larger; for the small pool half what it maps, from 2 MiB
-/// (PyTorch's small segment size) to 8 MiB, so that a small pool of many megabytes grows
-/// in a few steps. Fewer, larger growths mean fewer device allocations (at most
-/// PyTorch's on most traces) for at most one step of unused memory per arena.
-pub(super) fn min_growth(pool: Pool, mapped: usize) -> usize {
+/// In a run of growths with nothing freed in between, each large step is 5/4 of the
+/// previous one, up to 1/[`RUN_GROWTH_DIVISOR`] of what the arena maps.
+pub(super) const RUN_GROWTH_DIVISOR: usize = 8;
+
+/// The least a growth of an arena of `pool` that maps `mapped` bytes adds.
+///
+/// For the large pool, 20 MiB (PyTorch's large segment size) or
+/// 1/[`LARGE_GROWTH_DIVISOR`] of what it maps, whichever is larger. When the arena's
+/// last growth was `run` (a step) and nothing in it has been freed since, the arena is
+/// only growing, as while a model's weights and optimizer state are built, and the
+/// step is 5/4 of that one, up to 1/[`RUN_GROWTH_DIVISOR`] of what the arena maps: a
+/// run of *n* small requests then takes about log(n) device allocations rather than n /
+/// 20 MiB, and what it leaves unused at the top is what the next requests (the first
+/// step's activations) take before the arena grows again.
+///
+/// For the small pool, half what it maps, from 2 MiB (PyTorch's small segment size)
+/// to 8 MiB, so that a small pool of many megabytes grows in a few steps.
+///
+/// Fewer, larger growths mean fewer device allocations (at most PyTorch's on every
+/// trace of `tests/data/traces`) for at most one step of unused memory per arena.
+pub(super) fn min_growth(pool: Pool, mapped: usize, run: Option<usize>) -> usize {
     match pool {
         Pool::Small => (mapped / 2).clamp(SMALL_BUFFER, 4 * SMALL_BUFFER),
-        Pool::Large => LARGE_BUFFER.max(mapped / LARGE_GROWTH_DIVISOR),
+        Pool::Large => {
+            let base = LARGE_BUFFER.max(mapped / LARGE_GROWTH_DIVISOR);
+            match run {
+                Some(last) => base.max((last + last / 4).min(mapped / RUN_GROWTH_DIVISOR)),
+                None => base,
+            }
+        }
     }
 }
 
@@ -89,11 +110,11 @@ impl AllocState {
             None => (self.new_arena(stream, pool, rounded)?, 0),
         };
         let need = (rounded - have).div_ceil(page) * page;
-        let (room, mapped) = {
+        let (room, step) = {
             let a = &self.arenas[arena as usize];
-            (a.room(), a.mapped)
+            (a.room(), min_growth(pool, a.mapped, a.growth_run))
         };
-        let preferred = (need.max(min_growth(pool, mapped)).div_ceil(page) * page).min(room);
+        let preferred = (need.max(step).div_ceil(page) * page).min(room);
         // The preferred size where the cap leaves room for it, else what is needed.
         let mut size = if self.check_limit(preferred).is_ok() {
             preferred
@@ -123,6 +144,9 @@ impl AllocState {
             return Err(failure.error.into());
         }
         let chunk = self.insert_chunk(PhysChunk { handle, size });
+        if pool == Pool::Large {
+            self.arenas[arena as usize].growth_run = Some(step);
+        }
         Ok(self.extend_arena(arena, chunk, size))
     }
 
@@ -386,42 +410,86 @@ mod tests {
 
     #[test]
     fn the_large_step_is_20_mib_then_a_fraction_of_what_the_arena_maps() {
-        assert_eq!(min_growth(Pool::Large, 0), LARGE_BUFFER);
-        assert_eq!(min_growth(Pool::Large, 2560 * MIB), LARGE_BUFFER);
-        assert_eq!(min_growth(Pool::Large, 5120 * MIB), 40 * MIB);
-        assert_eq!(min_growth(Pool::Small, 0), SMALL_BUFFER);
-        assert_eq!(min_growth(Pool::Small, 64 * MIB), 4 * SMALL_BUFFER);
+        assert_eq!(min_growth(Pool::Large, 0, None), LARGE_BUFFER);
+        assert_eq!(min_growth(Pool::Large, 2560 * MIB, None), LARGE_BUFFER);
+        assert_eq!(min_growth(Pool::Large, 5120 * MIB, None), 40 * MIB);
+        assert_eq!(min_growth(Pool::Small, 0, None), SMALL_BUFFER);
+        assert_eq!(min_growth(Pool::Small, 64 * MIB, None), 4 * SMALL_BUFFER);
+        assert_eq!(min_growth(Pool::Small, 64 * MIB, Some(64 * MIB)), 4 * SMALL_BUFFER);
     }
 
-    /// 6 GiB of 12 MiB blocks, all live: every growth adds what its step says (so the
-    /// arena never holds more than one step unused), and past 2.5 GiB the steps grow with
-    /// the arena, so there are far fewer growths than the ~307 of fixed 20 MiB steps.
     #[test]
-    fn a_growing_large_pool_makes_logarithmically_many_device_allocations() {
+    fn in_a_run_of_growths_the_step_grows_by_a_quarter_up_to_an_eighth_of_the_arena() {
+        // 5/4 of the last step...
+        assert_eq!(min_growth(Pool::Large, 1024 * MIB, Some(40 * MIB)), 50 * MIB);
+        // ...but at most 1/8 of what the arena maps...
+        assert_eq!(min_growth(Pool::Large, 160 * MIB, Some(40 * MIB)), 20 * MIB);
+        assert_eq!(min_growth(Pool::Large, 320 * MIB, Some(40 * MIB)), 40 * MIB);
+        // ...and never below the step outside a run.
+        assert_eq!(min_growth(Pool::Large, 0, Some(20 * MIB)), LARGE_BUFFER);
+        assert_eq!(min_growth(Pool::Large, 8192 * MIB, Some(20 * MIB)), 64 * MIB);
+    }
+
+    fn sim_allocator() -> CachingAllocator {
         let backend = Arc::new(
             TestBackend::builder()
                 .capacity(80 << 30)
                 .virtual_memory(2 * MIB)
                 .build(),
         );
-        let alloc = CachingAllocator::new(backend, AllocConfig::default()).unwrap();
+        CachingAllocator::new(backend, AllocConfig::default()).unwrap()
+    }
+
+    /// 6 GiB of 12 MiB blocks, all live, then freed: every growth adds what its step
+    /// says, never more than 1/8 of the arena is unused, and the steps grow with the run,
+    /// so there are far fewer growths than the ~307 of fixed 20 MiB steps (or the ~240 of
+    /// steps of 1/128 of the arena).
+    #[test]
+    fn a_run_of_growths_makes_logarithmically_many_device_allocations() {
+        let alloc = sim_allocator();
         let mut live = Vec::new();
-        let mut reserved = 0;
+        let (mut reserved, mut run) = (0, None);
         for _ in 0..512 {
             live.push(alloc.allocate(12 * MIB, StreamId::DEFAULT).unwrap());
             let s = alloc.stats();
             let now = s.reserved_bytes.all.current as usize;
             if now != reserved {
-                let step = min_growth(Pool::Large, reserved).div_ceil(2 * MIB) * 2 * MIB;
+                let step = min_growth(Pool::Large, reserved, run).div_ceil(2 * MIB) * 2 * MIB;
                 assert_eq!(now - reserved, step, "a growth from {reserved} bytes");
-                reserved = now;
+                (reserved, run) = (now, Some(step));
             }
             let allocated = s.allocated_bytes.all.current as usize;
-            assert!(reserved - allocated < min_growth(Pool::Large, reserved));
+            assert!(reserved - allocated < LARGE_BUFFER.max(reserved / RUN_GROWTH_DIVISOR));
         }
         let allocs = alloc.stats().num_device_alloc;
-        // 128 steps of 20 MiB to 2.5 GiB, then about 128 * ln(6 / 2.5) = 112 steps.
-        assert!((230..=250).contains(&allocs), "{allocs} device allocations");
+        // Steps of 20, 25, 31.25, ... MiB until 1/8 of the arena, then ~1/8 each:
+        // about 9 steps to 500 MiB and ln(12) / ln(9 / 8) = 21 more.
+        assert!((25..=40).contains(&allocs), "{allocs} device allocations");
+        for b in live {
+            alloc.free(b).unwrap();
+        }
+    }
+
+    /// A free ends the run: the next growth is back to the plain step.
+    #[test]
+    fn a_free_ends_the_run_of_growths() {
+        let alloc = sim_allocator();
+        let mut live = Vec::new();
+        for _ in 0..40 {
+            live.push(alloc.allocate(12 * MIB, StreamId::DEFAULT).unwrap());
+        }
+        let small = alloc.allocate(MIB + 512, StreamId::DEFAULT).unwrap();
+        alloc.free(small).unwrap();
+        let before = alloc.stats().reserved_bytes.all.current as usize;
+        // Fill what is left at the top, then one more: a growth of the plain step.
+        loop {
+            live.push(alloc.allocate(12 * MIB, StreamId::DEFAULT).unwrap());
+            let now = alloc.stats().reserved_bytes.all.current as usize;
+            if now != before {
+                assert_eq!(now - before, min_growth(Pool::Large, before, None));
+                break;
+            }
+        }
         for b in live {
             alloc.free(b).unwrap();
         }
