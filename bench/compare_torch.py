@@ -1,12 +1,15 @@
 """Turns the outputs of compare_torch.sh into markdown tables: every allocator on every
 trace, then gpuscope (default settings) against issue 11's targets, then gpuscope's
-ten-pass run.
+ten-pass run. With several repeats (torch.txt, torch_2.txt, ...; gpuscope.jsonl,
+gpuscope_2.jsonl, ...), warm and cold ns/op are each side's median over the repeats, and
+the spread is printed after the tables.
 
 Usage: python3 bench/compare_torch.py OUT_DIR
 """
 import json
 import os
 import re
+import statistics
 import sys
 from collections import defaultdict
 
@@ -57,16 +60,43 @@ def gpuscope_runs(path):
     return out
 
 
+def repeats(out_dir, stem, ext):
+    """stem.ext, stem_2.ext, ... that exist, in order."""
+    paths = [os.path.join(out_dir, stem + ext)]
+    k = 2
+    while os.path.exists(os.path.join(out_dir, f"{stem}_{k}{ext}")):
+        paths.append(os.path.join(out_dir, f"{stem}_{k}{ext}"))
+        k += 1
+    return [p for p in paths if os.path.exists(p)]
+
+
+def median_runs(runs_list):
+    """One {trace: dict} from several: the first's figures, with the median warm and cold
+    ns/op over all of them (and every repeat's warm ns/op kept as warm_repeats)."""
+    out = {}
+    for t, first in runs_list[0].items():
+        r = dict(first)
+        rs = [runs[t] for runs in runs_list if t in runs]
+        for key in ("warm_ns_per_op", "cold_ns_per_op"):
+            r[key] = statistics.median(x[key] for x in rs)
+        r["warm_repeats"] = [x["warm_ns_per_op"] for x in rs]
+        out[t] = r
+    return out
+
+
 def warm_calls_per_pass(r):
     n = max(len(r.get("pass_calls", [])) - 1, 1)
     return sum(r["warm_calls"][k] for k in MEMORY_AND_WAITS) / n
 
 
 def main(out_dir):
-    torch, pairs = torch_runs(os.path.join(out_dir, "torch.txt"))
+    torch_reps = [torch_runs(p) for p in repeats(out_dir, "torch", ".txt")]
+    pairs = torch_reps[0][1]
+    torch = {mode: median_runs([runs[mode] for runs, _ in torch_reps if mode in runs])
+             for mode in torch_reps[0][0]}
     ours = {
-        "gpuscope": gpuscope_runs(os.path.join(out_dir, "gpuscope.jsonl")),
-        "gpuscope plain": gpuscope_runs(os.path.join(out_dir, "gpuscope_plain.jsonl")),
+        name: median_runs([gpuscope_runs(p) for p in repeats(out_dir, stem, ".jsonl")])
+        for name, stem in (("gpuscope", "gpuscope"), ("gpuscope plain", "gpuscope_plain"))
     }
     allocators = [("PyTorch default", torch.get("default", {})),
                   ("PyTorch expandable", torch.get("expandable", {}))]
@@ -91,9 +121,9 @@ def main(out_dir):
     # Against the targets: gpuscope default vs PyTorch in the same call.
     print()
     print("| trace | warm / PyTorch default (<= 0.2) | cold / PyTorch default (<= 1) "
-          "| reserved/allocated (<= 1.02) | PyTorch's better mode | device allocs (<= PyTorch default) "
-          "| warm calls/pass (0) |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+          "| reserved/allocated (<= 1.02) | PyTorch's better mode | reserved MiB vs PyTorch's lower "
+          "| device allocs (<= PyTorch default) | warm calls/pass (0) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for t in traces:
         g = ours["gpuscope"].get(t)
         d = torch.get("default", {}).get(t)
@@ -106,8 +136,10 @@ def main(out_dir):
         warm = g["warm_ns_per_op"] / d["warm_ns_per_op"]
         cold = g["cold_ns_per_op"] / d["cold_ns_per_op"]
         calls = warm_calls_per_pass(g)
+        lower = min(x["peak_reserved"] for x in (d, e) if x)
         print(f"| {t} | {warm:.3f}{mark(warm <= 0.2)} | {cold:.3f}{mark(cold <= 1)} | "
               f"{ratio:.4f}{mark(ratio <= 1.02)} | {better:.4f}{mark(ratio <= better)} | "
+              f"{g['peak_reserved'] / 2**20:.0f} vs {lower / 2**20:.0f}{mark(g['peak_reserved'] <= lower)} | "
               f"{g['device_allocs']} vs {d['device_allocs']}{mark(g['device_allocs'] <= d['device_allocs'])} | "
               f"{calls:.0f}{mark(calls == 0)} |")
 
@@ -123,6 +155,16 @@ def main(out_dir):
             warm = {k: v for k, v in r["warm_calls"].items() if v}
             print(f"| {t} | {len(r['pass_ns_per_op'])} | {'yes' if r['warm_passes_identical'] else 'no'} | "
                   f"{warm or 'none'} | {res} | {ns} |")
+    if len(torch_reps) > 1:
+        print()
+        print(f"Warm ns/op of each of the {len(torch_reps)} repeats (PyTorch default; gpuscope):")
+        print()
+        for t in traces:
+            d = torch.get("default", {}).get(t)
+            g = ours["gpuscope"].get(t)
+            if d and g:
+                fmt = lambda xs: ", ".join(f"{x:.0f}" for x in xs)
+                print(f"- {t}: {fmt(d['warm_repeats'])}; {fmt(g['warm_repeats'])}")
     if pairs:
         print()
         print("PyTorch alloc+free pairs: " + ", ".join(f"{int(s)} B: {ns} ns" for s, ns in pairs))

@@ -6,6 +6,11 @@
 # cold ns/op, peak reserved / peak allocated, device allocations and driver calls per
 # warm pass, and gpuscope against issue 11's targets.
 #
+# Both sides run REPEATS times (default 3), alternately (PyTorch, then gpuscope), each
+# process pinned to the same CPU (PIN_CPU, default 2; empty: not pinned), so that both
+# meet the same machine; the tables take each side's median warm and cold ns/op over the
+# repeats. Memory figures and driver calls are the same in every repeat.
+#
 # Usage: bench/compare_torch.sh GPUSCOPE_BINARY OUT_DIR TRACE.csv...
 set -euo pipefail
 bin=$1
@@ -13,8 +18,19 @@ out=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
-bash "$here/torch_replay.sh" "$@" > "$out/torch.txt" 2>&1 || echo "torch_replay failed: see $out/torch.txt"
-"$bin" replay --backend cuda --format json "$@" > "$out/gpuscope.jsonl"
-GPUSCOPE_ALLOC_CONF=expandable_segments:False "$bin" replay --backend cuda --format json "$@" > "$out/gpuscope_plain.jsonl"
-"$bin" replay --backend cuda --format json --warm-passes 10 "$@" > "$out/gpuscope_passes10.jsonl"
+repeats=${REPEATS:-3}
+pin=()
+if [[ -n ${PIN_CPU-2} ]] && command -v taskset > /dev/null; then
+  pin=(taskset -c "${PIN_CPU-2}")
+fi
+echo "repeats $repeats, pinned: ${pin[*]:-no}" > "$out/method.txt"
+for r in $(seq 1 "$repeats"); do
+  s=$([[ $r == 1 ]] && echo "" || echo "_$r")
+  "${pin[@]}" bash "$here/torch_replay.sh" "$@" > "$out/torch$s.txt" 2>&1 ||
+    echo "torch_replay failed: see $out/torch$s.txt"
+  "${pin[@]}" "$bin" replay --backend cuda --format json "$@" > "$out/gpuscope$s.jsonl"
+  GPUSCOPE_ALLOC_CONF=expandable_segments:False "${pin[@]}" "$bin" replay --backend cuda \
+    --format json "$@" > "$out/gpuscope_plain$s.jsonl"
+done
+"${pin[@]}" "$bin" replay --backend cuda --format json --warm-passes 10 "$@" > "$out/gpuscope_passes10.jsonl"
 python3 "$here/compare_torch.py" "$out" | tee "$out/table.md"
