@@ -6,10 +6,12 @@
 # cold ns/op, peak reserved / peak allocated, device allocations and driver calls per
 # warm pass, and gpuscope against issue 11's targets.
 #
-# Both sides run REPEATS times (default 3), alternately (PyTorch, then gpuscope), each
-# process pinned to the same CPU (PIN_CPU, default 2; empty: not pinned), so that both
-# meet the same machine; the tables take each side's median warm and cold ns/op over the
-# repeats. Memory figures and driver calls are the same in every repeat.
+# Both sides run REPEATS times (default 3), alternately (PyTorch, then gpuscope), so that
+# both meet the same machine; the tables take each side's median warm and cold ns/op
+# over the repeats. Memory figures and driver calls are the same in every repeat.
+# PIN_CPU=N runs every process on CPU N alone (taskset); off by default: on the H100
+# machine it made both sides slower (gpuscope's warm passes 100-130 ns/op against 55-75
+# unpinned), probably because the CUDA driver's own threads then share that CPU.
 #
 # Usage: bench/compare_torch.sh GPUSCOPE_BINARY OUT_DIR TRACE.csv...
 set -euo pipefail
@@ -20,8 +22,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 repeats=${REPEATS:-3}
 pin=()
-if [[ -n ${PIN_CPU-2} ]] && command -v taskset > /dev/null; then
-  pin=(taskset -c "${PIN_CPU-2}")
+if [[ -n ${PIN_CPU:-} ]] && command -v taskset > /dev/null; then
+  pin=(taskset -c "$PIN_CPU")
 fi
 echo "repeats $repeats, pinned: ${pin[*]:-no}" > "$out/method.txt"
 for r in $(seq 1 "$repeats"); do
