@@ -40,17 +40,15 @@ pub(crate) struct Block {
     pub state: BlockState,
     /// Bumped each time the slot is reused, so stale handles are caught.
     pub generation: u32,
-    /// Events still outstanding before a pending free completes.
-    pub pending_events: u32,
-    /// The block's id in a trace being recorded.
-    pub trace_id: u64,
+    /// Whether other streams used the block (`record_stream`): which ones, and the
+    /// events a pending free waits for, are in the allocator's `stream_uses` map, so
+    /// that a block fits one cache line.
+    pub used_elsewhere: bool,
     /// Allocator tick when the block last became free (0: never used). A free block
     /// split off another, or merged from several, keeps the newest tick of the memory it
     /// holds: queued work may use its memory until that tick is covered by a completed
     /// fence or a stream sync (see `fences`).
     pub freed_at: u64,
-    /// Other streams the block was used on (`record_stream`).
-    pub stream_uses: Vec<StreamId>,
 }
 
 impl Block {
@@ -92,10 +90,8 @@ impl BlockSlab {
             b.pool = pool;
             b.state = BlockState::Free;
             b.generation = b.generation.wrapping_add(1);
-            b.pending_events = 0;
-            b.trace_id = u64::MAX;
+            b.used_elsewhere = false;
             b.freed_at = 0;
-            b.stream_uses.clear();
             i
         } else {
             self.blocks.push(Block {
@@ -111,10 +107,8 @@ impl BlockSlab {
                 pool,
                 state: BlockState::Free,
                 generation: 0,
-                pending_events: 0,
-                trace_id: u64::MAX,
+                used_elsewhere: false,
                 freed_at: 0,
-                stream_uses: Vec::new(),
             });
             (self.blocks.len() - 1) as u32
         }
@@ -145,5 +139,20 @@ impl BlockSlab {
             .enumerate()
             .filter(|(_, b)| b.state != BlockState::Vacant)
             .map(|(i, _)| i as u32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hot paths touch one cache line per block.
+    #[test]
+    fn a_block_fits_one_cache_line() {
+        assert!(
+            std::mem::size_of::<Block>() <= 64,
+            "{}",
+            std::mem::size_of::<Block>()
+        );
     }
 }

@@ -66,7 +66,7 @@ impl FreeIndex {
     }
 
     /// Adds a free block.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, slab: &mut BlockSlab, index: u32) {
         let size = slab.get(index).size;
         let c = class_of(size);
@@ -90,7 +90,7 @@ impl FreeIndex {
     }
 
     /// Removes a block that is in the index.
-    #[inline]
+    #[inline(always)]
     pub fn remove(&mut self, slab: &mut BlockSlab, index: u32) {
         let (size, prev, next) = {
             let b = slab.get(index);
@@ -124,7 +124,7 @@ impl FreeIndex {
 
     /// The smallest free block of at least `size` bytes (ties: the lowest address among
     /// those looked at), without removing it.
-    #[inline]
+    #[inline(always)]
     pub fn find(&self, slab: &BlockSlab, size: usize) -> Option<u32> {
         let c = class_of(size);
         if let Some(found) = self.best_in_class(slab, c, size) {
@@ -134,7 +134,7 @@ impl FreeIndex {
         self.best_in_class(slab, next, size)
     }
 
-    #[inline]
+    #[inline(always)]
     fn best_in_class(&self, slab: &BlockSlab, class: usize, size: usize) -> Option<u32> {
         let mut cur = self.heads.get(class).copied().unwrap_or(NIL);
         let mut best: Option<(usize, u64, u32)> = None;

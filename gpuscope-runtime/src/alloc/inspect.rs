@@ -237,6 +237,20 @@ impl AllocState {
                         b.state, in_index[cur as usize]
                     ));
                 }
+                let uses = self.stream_uses.get(&cur);
+                if b.used_elsewhere != uses.is_some() {
+                    return Err(format!(
+                        "block #{cur}: used_elsewhere={} but stream uses {:?}",
+                        b.used_elsewhere, uses
+                    ));
+                }
+                let waiting = uses.map_or(0, |u| u.pending_events);
+                if (b.state == BlockState::PendingFree) != (waiting > 0) {
+                    return Err(format!(
+                        "block #{cur} is {:?} and waits for {waiting} events",
+                        b.state
+                    ));
+                }
                 match b.state {
                     BlockState::Allocated => {
                         recount.allocation.add(b.pool, 1);
@@ -269,6 +283,13 @@ impl AllocState {
                     seg.size
                 ));
             }
+        }
+        if let Some(stale) = self
+            .stream_uses
+            .keys()
+            .find(|&&i| self.slab.get(i).state == BlockState::Vacant)
+        {
+            return Err(format!("vacant block #{stale} has stream uses"));
         }
         let live = self.slab.live_indices().count();
         if live != seen_blocks {

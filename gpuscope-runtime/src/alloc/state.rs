@@ -14,6 +14,7 @@
 //! queued work uses it: `fences` decides, from the block's `freed_at` and the stream's
 //! fences, whether that needs no wait, a wait on a fence event, or a stream sync.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::backend::{Backend, BackendError, StreamId};
@@ -35,6 +36,16 @@ use super::stats::MemoryStats;
 pub(crate) struct Recording {
     pub ops: Vec<TraceOp>,
     pub next_id: u64,
+    /// Trace ids of the blocks allocated while recording, by block index.
+    pub ids: HashMap<u32, u64>,
+}
+
+/// Other streams an allocated block was used on (`record_stream`), and, once it is
+/// freed, how many of their events it still waits for.
+#[derive(Debug, Default)]
+pub(super) struct StreamUses {
+    pub streams: Vec<StreamId>,
+    pub pending_events: u32,
 }
 
 pub(crate) struct AllocState {
@@ -57,6 +68,8 @@ pub(crate) struct AllocState {
     pub(super) arenas: Vec<Arena>,
     pub(super) arena_lists: Vec<[Vec<u32>; 2]>,
     pub(super) pending: PendingFrees,
+    /// Blocks used on other streams (`Block::used_elsewhere`), by block index.
+    pub(super) stream_uses: HashMap<u32, StreamUses>,
     /// Stream fences (`record_fence`).
     pub(super) fences: Fences,
     pub stats: MemoryStats,
@@ -90,6 +103,7 @@ impl AllocState {
             arenas: Vec::new(),
             arena_lists: Vec::new(),
             pending: PendingFrees::default(),
+            stream_uses: HashMap::new(),
             fences: Fences::default(),
             stats: MemoryStats::default(),
             limit: None,
@@ -151,7 +165,7 @@ impl AllocState {
     }
 
     /// Refuses a stream the backend never created (checked once per stream).
-    #[inline]
+    #[inline(always)]
     pub(super) fn check_stream(&mut self, stream: StreamId) -> Result<(), AllocError> {
         if self
             .known_streams
@@ -213,7 +227,7 @@ impl AllocState {
     }
 
     /// The best-fitting free block of the stream's pool, within `max_split_size` rules.
-    #[inline]
+    #[inline(always)]
     pub(super) fn find_free(&self, stream: StreamId, pool: Pool, rounded: usize) -> Option<u32> {
         let index = self.pools[stream.index()][pool.index()].find(&self.slab, rounded)?;
         if pool == Pool::Large {
@@ -232,13 +246,16 @@ impl AllocState {
     }
 
     /// Hands out free block `index` for `rounded` bytes, splitting off the rest.
-    #[inline]
+    #[inline(always)]
     fn take_block(&mut self, index: u32, rounded: usize, requested: usize) -> u32 {
-        let (stream, pool, size) = {
+        let (stream, pool, size, was_split) = {
             let b = self.slab.get(index);
-            (b.stream, b.pool, b.size)
+            (b.stream, b.pool, b.size, b.is_split())
         };
-        self.unindex_free(index);
+        self.unplace_free(index, stream, pool);
+        // Inactive splits, net: the block leaves them if it was one, the rest joins them.
+        let mut split_blocks = -i64::from(was_split);
+        let mut split_bytes = if was_split { -(size as i64) } else { 0 };
         if should_split(pool, size, rounded, &self.config, self.vmm) {
             let (addr, segment, next, freed_at) = {
                 let b = self.slab.get(index);
@@ -260,25 +277,25 @@ impl AllocState {
             let b = self.slab.get_mut(index);
             b.next = rest;
             b.size = rounded;
-            self.index_free(rest);
+            self.place_free(rest, stream, pool);
+            split_blocks += 1;
+            split_bytes += (size - rounded) as i64;
         }
-        let trace_id = match &mut self.recording {
-            Some(rec) => {
-                let id = rec.next_id;
-                rec.next_id += 1;
-                rec.ops.push(TraceOp::Alloc {
-                    id,
-                    size: requested,
-                    stream: stream.0,
-                });
-                id
-            }
-            None => u64::MAX,
-        };
+        self.stats.inactive_split.change(pool, split_blocks);
+        self.stats.inactive_split_bytes.change(pool, split_bytes);
+        if let Some(rec) = &mut self.recording {
+            let id = rec.next_id;
+            rec.next_id += 1;
+            rec.ops.push(TraceOp::Alloc {
+                id,
+                size: requested,
+                stream: stream.0,
+            });
+            rec.ids.insert(index, id);
+        }
         let b = self.slab.get_mut(index);
         b.state = BlockState::Allocated;
         b.requested = requested;
-        b.trace_id = trace_id;
         let size = b.size;
         let s = &mut self.stats;
         s.allocation.add(pool, 1);
@@ -311,9 +328,9 @@ impl AllocState {
 
     pub fn free(&mut self, index: u32, generation: u32) -> Result<(), AllocError> {
         self.check_handle(index, generation)?;
-        let (pool, size, requested, trace_id) = {
+        let (pool, size, requested, used_elsewhere) = {
             let b = self.slab.get(index);
-            (b.pool, b.size, b.requested, b.trace_id)
+            (b.pool, b.size, b.requested, b.used_elsewhere)
         };
         self.stats.allocation.sub(pool, 1);
         self.stats.allocated_bytes.sub(pool, size);
@@ -323,27 +340,37 @@ impl AllocState {
             self.stats.oversize_allocations.freed += 1;
         }
         if let Some(rec) = &mut self.recording {
-            if trace_id != u64::MAX {
-                rec.ops.push(TraceOp::Free { id: trace_id });
+            if let Some(id) = rec.ids.remove(&index) {
+                rec.ops.push(TraceOp::Free { id });
             }
         }
-        if self.slab.get(index).stream_uses.is_empty() {
+        if !used_elsewhere {
             self.free_block(index);
             return Ok(());
         }
-        let uses = std::mem::take(&mut self.slab.get_mut(index).stream_uses);
+        let streams = match self.stream_uses.get_mut(&index) {
+            Some(uses) => std::mem::take(&mut uses.streams),
+            None => Vec::new(),
+        };
         self.slab.get_mut(index).state = BlockState::PendingFree;
-        for s in uses {
+        let mut recorded = 0;
+        for s in streams {
             match self
                 .pending
                 .record(&*self.backend, s, index, &mut self.stats)
             {
-                Ok(()) => self.slab.get_mut(index).pending_events += 1,
+                Ok(()) => recorded += 1,
                 // Without an event, wait for the stream instead: slower, still correct.
-                Err(_) => self.sync_stream(s)?,
+                Err(_) => {
+                    if let Err(e) = self.sync_stream(s) {
+                        self.note_pending(index, recorded);
+                        return Err(e.into());
+                    }
+                }
             }
         }
-        if self.slab.get(index).pending_events == 0 {
+        self.note_pending(index, recorded);
+        if recorded == 0 {
             self.free_block(index);
         }
         Ok(())
@@ -358,15 +385,30 @@ impl AllocState {
         self.check_handle(index, generation)?;
         self.check_stream(stream)?;
         let b = self.slab.get_mut(index);
-        if stream != b.stream && !b.stream_uses.contains(&stream) {
-            b.stream_uses.push(stream);
+        if stream != b.stream {
+            b.used_elsewhere = true;
+            let uses = self.stream_uses.entry(index).or_default();
+            if !uses.streams.contains(&stream) {
+                uses.streams.push(stream);
+            }
         }
         Ok(())
     }
 
+    /// Notes how many events the pending free of `index` waits for; with none, the block
+    /// is no longer used elsewhere.
+    fn note_pending(&mut self, index: u32, events: u32) {
+        if events == 0 {
+            self.stream_uses.remove(&index);
+            self.slab.get_mut(index).used_elsewhere = false;
+        } else {
+            self.stream_uses.entry(index).or_default().pending_events = events;
+        }
+    }
+
     /// Makes block `index` free: merges it with free neighbours and indexes it (or
     /// makes it its arena's wilderness).
-    #[inline]
+    #[inline(always)]
     pub(super) fn free_block(&mut self, index: u32) {
         let (pool, stream, size, prev, next, segment) = {
             let b = self.slab.get_mut(index);
@@ -375,11 +417,17 @@ impl AllocState {
         };
         self.stats.active.sub(pool, 1);
         self.stats.active_bytes.sub(pool, size);
-        if prev != NIL && self.slab.get(prev).state == BlockState::Free {
-            self.absorb(index, prev, true);
-        }
-        if next != NIL && self.slab.get(next).state == BlockState::Free {
-            self.absorb(index, next, false);
+        // Inactive splits, net: free neighbours leave them, the merged block may join.
+        let (mut split_blocks, mut split_bytes) = (0i64, 0i64);
+        for (other, before) in [(prev, true), (next, false)] {
+            if other != NIL && self.slab.get(other).state == BlockState::Free {
+                let o = self.slab.get(other);
+                if o.is_split() {
+                    split_blocks -= 1;
+                    split_bytes -= o.size as i64;
+                }
+                self.absorb(index, other, before);
+            }
         }
         self.tick += 1;
         self.slab.get_mut(index).freed_at = self.tick;
@@ -390,17 +438,26 @@ impl AllocState {
                 self.arenas[a as usize].growth_run = None;
             }
         }
-        self.index_free(index);
+        let b = self.slab.get(index);
+        if b.is_split() {
+            split_blocks += 1;
+            split_bytes += b.size as i64;
+        }
+        self.stats.inactive_split.change(pool, split_blocks);
+        self.stats.inactive_split_bytes.change(pool, split_bytes);
+        self.place_free(index, stream, pool);
     }
 
-    /// Merges free neighbour `other` (before `index` when `before`) into `index`.
-    #[inline]
+    /// Merges free neighbour `other` (before `index` when `before`) into `index`; the
+    /// caller counts the inactive splits.
+    #[inline(always)]
     fn absorb(&mut self, index: u32, other: u32, before: bool) {
-        let (o_addr, o_size, o_prev, o_next) = {
+        let (o_addr, o_size, o_prev, o_next, o_stream, o_pool) = {
             let o = self.slab.get(other);
-            (o.addr, o.size, o.prev, o.next)
+            (o.addr, o.size, o.prev, o.next, o.stream, o.pool)
         };
-        self.unindex_free(other);
+        // (Its inactive-split statistics are the caller's.)
+        self.unplace_free(other, o_stream, o_pool);
         if before {
             if o_prev != NIL {
                 self.slab.get_mut(o_prev).next = index;
@@ -452,9 +509,14 @@ impl AllocState {
 
     fn finish_pending(&mut self, blocks: &[u32]) {
         for &index in blocks {
-            let b = self.slab.get_mut(index);
-            b.pending_events -= 1;
-            if b.pending_events == 0 {
+            let uses = self
+                .stream_uses
+                .get_mut(&index)
+                .expect("a pending free has its stream uses");
+            uses.pending_events -= 1;
+            if uses.pending_events == 0 {
+                self.stream_uses.remove(&index);
+                self.slab.get_mut(index).used_elsewhere = false;
                 self.free_block(index);
             }
         }

@@ -308,7 +308,7 @@ impl AllocState {
 
     /// The arena whose wilderness free block `index` would be (it is the last block of a
     /// mapped segment that ends at its arena's top).
-    #[inline]
+    #[inline(always)]
     fn wild_arena(&self, index: u32) -> Option<u32> {
         let b = self.slab.get(index);
         if b.next != NIL {
@@ -333,8 +333,10 @@ impl AllocState {
         self.place_free(index, stream, pool);
     }
 
-    #[inline]
-    fn place_free(&mut self, index: u32, stream: StreamId, pool: Pool) {
+    /// [`Self::index_free`] without the inactive-split statistics (the hot paths count
+    /// them once per operation, net, as PyTorch does).
+    #[inline(always)]
+    pub(super) fn place_free(&mut self, index: u32, stream: StreamId, pool: Pool) {
         if self.vmm {
             if let Some(a) = self.wild_arena(index) {
                 self.arenas[a as usize].wild = index;
@@ -357,9 +359,11 @@ impl AllocState {
         self.unplace_free(index, stream, pool);
     }
 
-    #[inline]
-    fn unplace_free(&mut self, index: u32, stream: StreamId, pool: Pool) {
-        if self.vmm {
+    /// [`Self::unindex_free`] without the inactive-split statistics.
+    #[inline(always)]
+    pub(super) fn unplace_free(&mut self, index: u32, stream: StreamId, pool: Pool) {
+        // The wilderness is the last block of its segment: any other goes straight on.
+        if self.vmm && self.slab.get(index).next == NIL {
             let seg = self.slab.get(index).segment;
             if let Some(a) = self.segments[seg as usize]
                 .as_ref()
@@ -415,19 +419,28 @@ mod tests {
         assert_eq!(min_growth(Pool::Large, 5120 * MIB, None), 40 * MIB);
         assert_eq!(min_growth(Pool::Small, 0, None), SMALL_BUFFER);
         assert_eq!(min_growth(Pool::Small, 64 * MIB, None), 4 * SMALL_BUFFER);
-        assert_eq!(min_growth(Pool::Small, 64 * MIB, Some(64 * MIB)), 4 * SMALL_BUFFER);
+        assert_eq!(
+            min_growth(Pool::Small, 64 * MIB, Some(64 * MIB)),
+            4 * SMALL_BUFFER
+        );
     }
 
     #[test]
     fn in_a_run_of_growths_the_step_grows_by_a_quarter_up_to_an_eighth_of_the_arena() {
         // 5/4 of the last step...
-        assert_eq!(min_growth(Pool::Large, 1024 * MIB, Some(40 * MIB)), 50 * MIB);
+        assert_eq!(
+            min_growth(Pool::Large, 1024 * MIB, Some(40 * MIB)),
+            50 * MIB
+        );
         // ...but at most 1/8 of what the arena maps...
         assert_eq!(min_growth(Pool::Large, 160 * MIB, Some(40 * MIB)), 20 * MIB);
         assert_eq!(min_growth(Pool::Large, 320 * MIB, Some(40 * MIB)), 40 * MIB);
         // ...and never below the step outside a run.
         assert_eq!(min_growth(Pool::Large, 0, Some(20 * MIB)), LARGE_BUFFER);
-        assert_eq!(min_growth(Pool::Large, 8192 * MIB, Some(20 * MIB)), 64 * MIB);
+        assert_eq!(
+            min_growth(Pool::Large, 8192 * MIB, Some(20 * MIB)),
+            64 * MIB
+        );
     }
 
     fn sim_allocator() -> CachingAllocator {
