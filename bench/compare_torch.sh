@@ -10,8 +10,8 @@
 # both meet the same machine; the tables take each side's median warm and cold ns/op
 # over the repeats. Memory figures and driver calls are the same in every repeat.
 # PIN_CPU=N runs every process on CPU N alone (taskset); off by default: on the H100
-# machine it made both sides slower (gpuscope's warm passes 100-130 ns/op against 55-75
-# unpinned), probably because the CUDA driver's own threads then share that CPU.
+# machine it made gpuscope's warm passes about 1.5x slower, probably because the CUDA
+# driver's own threads then share that CPU.
 #
 # Usage: bench/compare_torch.sh GPUSCOPE_BINARY OUT_DIR TRACE.csv...
 set -euo pipefail
