@@ -143,13 +143,26 @@ def dump_pickle(path):
             return
 
 
+def check_names(names):
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        sys.exit(f"record.py: unknown workload(s) {', '.join(unknown)}; "
+                 f"the workloads are: {', '.join(WORKLOADS)}")
+
+
 if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
     if sys.argv[1] == "--pickle":
         dump_pickle(sys.argv[2])
     elif sys.argv[1] == "--try":
+        check_names(sys.argv[2:])
         for name in sys.argv[2:] or WORKLOADS:
             t0 = time.perf_counter()
             WORKLOADS[name][0](2)
             print(f"{name}: ran 2 steps in {time.perf_counter() - t0:.1f} s")
     else:
+        if len(sys.argv) != 3:
+            sys.exit(__doc__)
+        check_names(sys.argv[2:])
         record(sys.argv[1], sys.argv[2])
