@@ -442,15 +442,7 @@ impl<'i> Env<'i> {
                     ..Value::UNKNOWN
                 }
             }
-            BinOp::Eq(_)
-            | BinOp::Ne(_)
-            | BinOp::Lt(_)
-            | BinOp::Le(_)
-            | BinOp::Gt(_)
-            | BinOp::Ge(_)
-            | BinOp::And(_)
-            | BinOp::Or(_) => Value::HOST,
-            // Compound assignments evaluate to `()`.
+            // Comparisons and `&&`/`||` give a host `bool`; compound assignments `()`.
             _ => Value::HOST,
         }
     }
