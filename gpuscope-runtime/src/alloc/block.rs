@@ -57,6 +57,17 @@ impl Block {
     pub fn is_split(&self) -> bool {
         self.prev != NIL || self.next != NIL
     }
+
+    /// What the block adds to the inactive-split statistics when it is free: (1, its
+    /// size) if it is one piece of a split segment, else nothing.
+    #[inline]
+    pub fn split_share(&self) -> (i64, i64) {
+        if self.is_split() {
+            (1, self.size as i64)
+        } else {
+            (0, 0)
+        }
+    }
 }
 
 /// The block slab: blocks by index, with recycled slots.

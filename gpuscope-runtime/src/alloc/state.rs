@@ -248,14 +248,13 @@ impl AllocState {
     /// Hands out free block `index` for `rounded` bytes, splitting off the rest.
     #[inline(always)]
     fn take_block(&mut self, index: u32, rounded: usize, requested: usize) -> u32 {
-        let (stream, pool, size, was_split) = {
+        let (stream, pool, size, (left, left_bytes)) = {
             let b = self.slab.get(index);
-            (b.stream, b.pool, b.size, b.is_split())
+            (b.stream, b.pool, b.size, b.split_share())
         };
         self.unplace_free(index, stream, pool);
         // Inactive splits, net: the block leaves them if it was one, the rest joins them.
-        let mut split_blocks = -i64::from(was_split);
-        let mut split_bytes = if was_split { -(size as i64) } else { 0 };
+        let (mut split_blocks, mut split_bytes) = (-left, -left_bytes);
         if should_split(pool, size, rounded, &self.config, self.vmm) {
             let (addr, segment, next, freed_at) = {
                 let b = self.slab.get(index);
@@ -278,6 +277,7 @@ impl AllocState {
             b.next = rest;
             b.size = rounded;
             self.place_free(rest, stream, pool);
+            // The rest is split off `index`, so it is an inactive split.
             split_blocks += 1;
             split_bytes += (size - rounded) as i64;
         }
@@ -421,11 +421,9 @@ impl AllocState {
         let (mut split_blocks, mut split_bytes) = (0i64, 0i64);
         for (other, before) in [(prev, true), (next, false)] {
             if other != NIL && self.slab.get(other).state == BlockState::Free {
-                let o = self.slab.get(other);
-                if o.is_split() {
-                    split_blocks -= 1;
-                    split_bytes -= o.size as i64;
-                }
+                let (left, left_bytes) = self.slab.get(other).split_share();
+                split_blocks -= left;
+                split_bytes -= left_bytes;
                 self.absorb(index, other, before);
             }
         }
@@ -438,11 +436,9 @@ impl AllocState {
                 self.arenas[a as usize].growth_run = None;
             }
         }
-        let b = self.slab.get(index);
-        if b.is_split() {
-            split_blocks += 1;
-            split_bytes += b.size as i64;
-        }
+        let (joined, joined_bytes) = self.slab.get(index).split_share();
+        split_blocks += joined;
+        split_bytes += joined_bytes;
         self.stats.inactive_split.change(pool, split_blocks);
         self.stats.inactive_split_bytes.change(pool, split_bytes);
         self.place_free(index, stream, pool);
