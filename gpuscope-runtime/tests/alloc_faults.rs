@@ -301,3 +301,108 @@ fn every_driver_call_of_a_step_can_fail_on_virtual_memory() {
     }
     eprintln!("{runs} faulty steps on virtual memory");
 }
+
+/// A free after `record_stream` whose event cannot be recorded and whose stream cannot
+/// be synchronised either (two faults at once): the free reports the error, the block
+/// keeps waiting for the other stream (its memory is not reused while that stream's
+/// work may still read it), a later poll records the event once the driver recovers,
+/// and the block comes back when the stream's work completes.
+#[test]
+fn a_free_that_can_neither_record_nor_synchronise_keeps_waiting() {
+    let (dev, alloc, [a, b]) = vm_device();
+    let x = alloc.allocate(4 << 20, a).unwrap();
+    alloc.record_stream(&x, b).unwrap();
+    dev.fail_call(Call::RecordEvent, 1);
+    dev.fail_call(Call::SyncStream, 1);
+    let x_addr = x.addr();
+    let err = alloc.free(x).unwrap_err();
+    assert!(err.to_string().contains("injected fault"), "{err}");
+    assert_eq!(dev.faults_injected(), 2);
+    alloc.check_invariants().unwrap();
+    let s = alloc.stats();
+    assert_eq!(s.allocated_bytes.all.current, 0, "the free is counted");
+    assert_eq!(s.active_bytes.all.current, 4 << 20, "the block still waits");
+
+    // Stream `b` has not finished: the memory is not handed out again.
+    let y = alloc.allocate(4 << 20, a).unwrap();
+    assert_ne!(y.addr(), x_addr, "reused while stream b may still use it");
+    alloc.free(y).unwrap();
+    // That allocation's poll recorded the event; `b` completes; the block comes back.
+    dev.complete_stream(b);
+    let z = alloc.allocate(4 << 20, a).unwrap();
+    alloc.free(z).unwrap();
+    alloc.check_invariants().unwrap();
+    assert_eq!(
+        alloc.stats().active_bytes.all.current,
+        0,
+        "the block never came back"
+    );
+    alloc.empty_cache().unwrap();
+    assert_eq!(
+        (dev.used(), alloc.stats().reserved_bytes.all.current),
+        (0, 0)
+    );
+}
+
+/// The same double fault with the driver still failing when the cache is emptied:
+/// `empty_cache` synchronises the stream instead, or reports the error and keeps the
+/// block, and succeeds once the faults are gone.
+#[test]
+fn empty_cache_waits_for_a_free_that_got_no_event() {
+    let (dev, alloc, [a, b]) = vm_device();
+    let x = alloc.allocate(4 << 20, a).unwrap();
+    alloc.record_stream(&x, b).unwrap();
+    dev.fail_call(Call::RecordEvent, 1);
+    dev.fail_call(Call::SyncStream, 1);
+    alloc.free(x).unwrap_err();
+    dev.fail_call(Call::SyncStream, 1);
+    alloc.empty_cache().unwrap_err();
+    alloc.check_invariants().unwrap();
+    assert_eq!(alloc.stats().active_bytes.all.current, 4 << 20);
+    alloc.empty_cache().unwrap();
+    alloc.check_invariants().unwrap();
+    assert_eq!(
+        (alloc.stats().active_bytes.all.current, dev.used()),
+        (0, 0),
+        "the block or its memory was lost"
+    );
+}
+
+/// Every event record of the two-stream step failing together with the stream
+/// synchronisation that replaces it: nothing is lost and the cache empties once the
+/// faults are gone.
+#[test]
+fn every_event_record_can_fail_with_its_fallback() {
+    set_tracking(true);
+    let ops = step_trace();
+    let (dev, alloc, streams) = vm_device();
+    vm_step(&alloc, &dev, &streams, &ops);
+    let records = dev.calls()[&Call::RecordEvent];
+    assert!(records > 0);
+    for nth in 1..=records {
+        let (dev, alloc, streams) = vm_device();
+        dev.fail_call(Call::RecordEvent, nth);
+        dev.fail_call(Call::SyncStream, 1);
+        dev.fail_call(Call::SyncStream, 2);
+        let errors = vm_step(&alloc, &dev, &streams, &ops);
+        let what = format!("RecordEvent call #{nth} and its fallback failing ({errors} errors)");
+        alloc
+            .check_invariants()
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        dev.clear_faults();
+        for st in streams {
+            dev.complete_stream(st);
+        }
+        alloc
+            .empty_cache()
+            .unwrap_or_else(|e| panic!("{what}: empty_cache after the faults: {e}"));
+        alloc.check_invariants().unwrap();
+        let s = alloc.stats();
+        assert_eq!(
+            (s.active_bytes.all.current, s.reserved_bytes.all.current),
+            (0, 0),
+            "{what}"
+        );
+        assert_eq!((dev.used(), dev.live_allocations()), (0, 0), "{what}");
+    }
+}

@@ -25,6 +25,10 @@ pub(crate) struct PendingFrees {
     active: Vec<u32>,
     count: usize,
     idle_events: Vec<EventId>,
+    /// Frees that got neither an event nor a synchronisation of one of their streams
+    /// (both driver calls failed): each poll tries to record their event again, and
+    /// [`Self::take_all`] synchronises their stream. Counted in `count`.
+    unfenced: Vec<(StreamId, u32)>,
 }
 
 impl PendingFrees {
@@ -42,15 +46,40 @@ impl PendingFrees {
         block: u32,
         stats: &mut MemoryStats,
     ) -> Result<(), BackendError> {
+        let event = self.record_event(backend, stream, stats)?;
+        self.push(stream, Pending { event, block });
+        self.count += 1;
+        Ok(())
+    }
+
+    /// Keeps `block` waiting for `stream` when neither an event could be recorded on it
+    /// nor the stream synchronised: later polls retry the event.
+    pub fn defer(&mut self, stream: StreamId, block: u32) {
+        self.unfenced.push((stream, block));
+        self.count += 1;
+    }
+
+    fn record_event(
+        &mut self,
+        backend: &dyn Backend,
+        stream: StreamId,
+        stats: &mut MemoryStats,
+    ) -> Result<EventId, BackendError> {
         let event = match self.idle_events.pop() {
             Some(e) => e,
             None => backend.create_event()?,
         };
         stats.num_event_records += 1;
-        if let Err(e) = backend.record_event(event, stream) {
-            self.idle_events.push(event);
-            return Err(e);
+        match backend.record_event(event, stream) {
+            Ok(()) => Ok(event),
+            Err(e) => {
+                self.idle_events.push(event);
+                Err(e)
+            }
         }
+    }
+
+    fn push(&mut self, stream: StreamId, pending: Pending) {
         if self.queues.len() <= stream.index() {
             self.queues.resize_with(stream.index() + 1, VecDeque::new);
         }
@@ -58,9 +87,23 @@ impl PendingFrees {
         if q.is_empty() {
             self.active.push(stream.0);
         }
-        q.push_back(Pending { event, block });
-        self.count += 1;
-        Ok(())
+        q.push_back(pending);
+    }
+
+    /// Records the events that the deferred frees could not get; those that still
+    /// fail stay deferred (the error was returned by the free).
+    fn retry_unfenced(&mut self, backend: &dyn Backend, stats: &mut MemoryStats) {
+        let mut i = 0;
+        while i < self.unfenced.len() {
+            let (stream, block) = self.unfenced[i];
+            match self.record_event(backend, stream, stats) {
+                Ok(event) => {
+                    self.unfenced.swap_remove(i);
+                    self.push(stream, Pending { event, block });
+                }
+                Err(_) => i += 1,
+            }
+        }
     }
 
     /// Removes the events that have completed (in order per stream; a stream's later
@@ -72,23 +115,45 @@ impl PendingFrees {
         out: &mut Vec<u32>,
         stats: &mut MemoryStats,
     ) -> Result<(), BackendError> {
+        if !self.unfenced.is_empty() {
+            self.retry_unfenced(backend, stats);
+        }
         self.drain(out, |p| {
             stats.num_event_queries += 1;
             backend.query_event(p.event)
         })
     }
 
-    /// Waits for every outstanding event and returns all the blocks.
+    /// Waits for every outstanding event, and for the streams of deferred frees, and
+    /// returns all the blocks (those whose wait failed stay).
     pub fn take_all(
         &mut self,
         backend: &dyn Backend,
         out: &mut Vec<u32>,
         stats: &mut MemoryStats,
     ) -> Result<(), BackendError> {
-        self.drain(out, |p| {
+        let drained = self.drain(out, |p| {
             stats.num_event_syncs += 1;
             backend.synchronize_event(p.event).map(|()| true)
-        })
+        });
+        let mut synced = Ok(());
+        let mut i = 0;
+        while i < self.unfenced.len() {
+            let (stream, block) = self.unfenced[i];
+            stats.num_stream_syncs += 1;
+            match backend.synchronize_stream(stream) {
+                Ok(()) => {
+                    self.unfenced.swap_remove(i);
+                    self.count -= 1;
+                    out.push(block);
+                }
+                Err(e) => {
+                    synced = Err(e);
+                    i += 1;
+                }
+            }
+        }
+        drained.and(synced)
     }
 
     /// Takes events off the front of each active queue while `done` says they have

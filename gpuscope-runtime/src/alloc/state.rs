@@ -41,7 +41,8 @@ pub(crate) struct Recording {
 }
 
 /// Other streams an allocated block was used on (`record_stream`), and, once it is
-/// freed, how many of their events it still waits for.
+/// freed, how many of their events (or deferred waits, see `PendingFrees::defer`) it
+/// still waits for.
 #[derive(Debug, Default)]
 pub(super) struct StreamUses {
     pub streams: Vec<StreamId>,
@@ -353,27 +354,30 @@ impl AllocState {
             None => Vec::new(),
         };
         self.slab.get_mut(index).state = BlockState::PendingFree;
-        let mut recorded = 0;
+        let mut waits = 0;
+        let mut result = Ok(());
         for s in streams {
-            match self
+            if self
                 .pending
                 .record(&*self.backend, s, index, &mut self.stats)
+                .is_ok()
             {
-                Ok(()) => recorded += 1,
-                // Without an event, wait for the stream instead: slower, still correct.
-                Err(_) => {
-                    if let Err(e) = self.sync_stream(s) {
-                        self.note_pending(index, recorded);
-                        return Err(e.into());
-                    }
-                }
+                waits += 1;
+                continue;
+            }
+            // Without an event, wait for the stream instead: slower, still correct.
+            if let Err(e) = self.sync_stream(s) {
+                // Neither: the block keeps waiting for `s`, and later polls retry.
+                self.pending.defer(s, index);
+                waits += 1;
+                result = Err(e.into());
             }
         }
-        self.note_pending(index, recorded);
-        if recorded == 0 {
+        self.note_pending(index, waits);
+        if waits == 0 {
             self.free_block(index);
         }
-        Ok(())
+        result
     }
 
     pub fn record_stream(
