@@ -20,27 +20,30 @@
 //! cargo run --release --example train -- --inject-leak --leaks deny   # see a leak fail the run
 //! ```
 
-#[path = "common/main_with_errors.rs"]
+#[path = "../common/main_with_errors.rs"]
 mod main_with_errors;
-#[path = "common/paired_ab.rs"]
+#[path = "../common/paired_ab.rs"]
 mod paired_ab;
-#[path = "common/svg_chart.rs"]
+#[path = "../common/svg_chart.rs"]
 mod svg_chart;
 
+mod data;
+mod timeline;
+
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use gpuscope::optim::{AdamW, Optimizer, fit_batch_size};
 use gpuscope::scope::{self, LeakPolicy};
-use gpuscope::tensor::{DType, Generator};
+use gpuscope::tensor::Generator;
 use gpuscope::{Device, Tensor, TensorError, format_bytes, gpu_scope, memory, no_grad};
 use indicatif::{ProgressBar, ProgressStyle};
-use svg_chart::Chart;
 
-const CLASSES: usize = 10;
+use data::{CLASSES, Dataset, Mlp, correct, shuffled};
+use timeline::{Sample, sample, write_timeline};
 
 #[derive(Parser, Debug)]
 #[command(about = "Train an MLP on generated data and report its GPU memory")]
@@ -106,91 +109,6 @@ enum Leaks {
     Allow,
 }
 
-/// Ten Gaussian blobs: class `c`'s centre is on a circle of radius 4 at angle `c·36°`.
-struct Dataset {
-    x: Vec<f32>,
-    y: Vec<i64>,
-}
-
-impl Dataset {
-    fn blobs(n: usize, g: &mut Generator) -> Dataset {
-        let mut x = Vec::with_capacity(2 * n);
-        let mut y = Vec::with_capacity(n);
-        for i in 0..n {
-            let c = i % CLASSES;
-            let angle = c as f64 * std::f64::consts::TAU / CLASSES as f64;
-            x.push((4.0 * angle.cos() + 0.7 * g.normal()) as f32);
-            x.push((4.0 * angle.sin() + 0.7 * g.normal()) as f32);
-            y.push(c as i64);
-        }
-        Dataset { x, y }
-    }
-
-    fn len(&self) -> usize {
-        self.y.len()
-    }
-
-    /// The rows `idx` as tensors on `dev` (`[b, 2]` f32 and `[b]` i64).
-    fn batch(&self, idx: &[usize], dev: &Device) -> Result<(Tensor, Tensor), TensorError> {
-        let x: Vec<f32> = idx
-            .iter()
-            .flat_map(|&i| [self.x[2 * i], self.x[2 * i + 1]])
-            .collect();
-        let y: Vec<i64> = idx.iter().map(|&i| self.y[i]).collect();
-        Ok((
-            Tensor::from_vec(x, &[idx.len(), 2], dev)?,
-            Tensor::from_vec(y, &[idx.len()], dev)?,
-        ))
-    }
-}
-
-/// `2 → hidden → hidden → 10`, GELU between layers.
-struct Mlp {
-    params: Vec<Tensor>,
-}
-
-impl Mlp {
-    fn new(hidden: usize, dev: &Device, g: &mut Generator) -> Result<Mlp, TensorError> {
-        let mut params = Vec::new();
-        for (fan_in, fan_out) in [(2, hidden), (hidden, hidden), (hidden, CLASSES)] {
-            let w = no_grad(|| {
-                Tensor::randn_with(&[fan_in, fan_out], DType::F32, g, dev)?
-                    .mul_scalar((2.0 / fan_in as f64).sqrt())
-            })?;
-            params.push(w.set_requires_grad(true));
-            params.push(Tensor::zeros(&[fan_out], dev)?.set_requires_grad(true));
-        }
-        Ok(Mlp { params })
-    }
-
-    fn forward(&self, x: &Tensor) -> Result<Tensor, TensorError> {
-        let p = &self.params;
-        let h = x.matmul(&p[0])?.add(&p[1])?.gelu()?;
-        let h = h.matmul(&p[2])?.add(&p[3])?.gelu()?;
-        h.matmul(&p[4])?.add(&p[5])
-    }
-
-    fn bytes(&self) -> usize {
-        self.params.iter().map(Tensor::nbytes).sum()
-    }
-}
-
-/// How many rows of `logits` pick their target.
-fn correct(logits: &Tensor, targets: &Tensor) -> Result<usize, TensorError> {
-    let l = logits.to_vec::<f32>()?;
-    let t = targets.to_vec::<i64>()?;
-    Ok(l.chunks_exact(CLASSES)
-        .zip(&t)
-        .filter(|(row, t)| {
-            let best = row
-                .iter()
-                .enumerate()
-                .fold(0, |b, (i, v)| if *v > row[b] { i } else { b });
-            best as i64 == **t
-        })
-        .count())
-}
-
 /// One optimisation step. Everything it makes dies inside, except the gradients'
 /// and the optimizer's state, which autograd and the optimizer adopt on purpose.
 #[gpu_scope]
@@ -232,28 +150,6 @@ fn evaluate(
     Ok((loss / data.len() as f64, hits as f64 / data.len() as f64))
 }
 
-/// One point of the memory timeline.
-#[derive(Clone, Copy)]
-struct Sample {
-    /// Allocated after the step.
-    allocated: i64,
-    /// The highest allocated during the step.
-    peak: i64,
-    /// Reserved after the step.
-    reserved: i64,
-}
-
-/// Reads the allocator's statistics, then starts the next peak window.
-fn sample(dev: &Device) -> Sample {
-    let st = dev.allocator().stats();
-    dev.allocator().reset_peak_stats();
-    Sample {
-        allocated: st.allocated_bytes.all.current,
-        peak: st.allocated_bytes.all.peak,
-        reserved: st.reserved_bytes.all.current,
-    }
-}
-
 fn open_device(choice: Option<DeviceChoice>) -> Result<(Device, String), String> {
     match choice {
         Some(DeviceChoice::Host) => Device::host()
@@ -269,15 +165,6 @@ fn open_device(choice: Option<DeviceChoice>) -> Result<(Device, String), String>
                 .map_err(|e| e.to_string()),
         },
     }
-}
-
-fn shuffled(n: usize, g: &mut Generator) -> Vec<usize> {
-    let mut idx: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        let j = (g.uniform() * (i + 1) as f64) as usize;
-        idx.swap(i, j.min(i));
-    }
-    idx
 }
 
 fn main() -> ExitCode {
@@ -533,78 +420,4 @@ fn find_batch_size(
     println!("batch size search (✗: out of memory): {fit}");
     println!("largest batch that fits: {}", fit.batch_size);
     Ok(fit.batch_size)
-}
-
-/// Writes memory over the steps as a small SVG chart, in the manner of PyTorch's
-/// memory_viz: reserved as a filled area, the peak allocated during each step and the
-/// allocated after it as lines, epochs as vertical rules.
-fn write_timeline(
-    path: &Path,
-    samples: &[Sample],
-    steps_per_epoch: usize,
-    device: &str,
-) -> std::io::Result<()> {
-    let bytes = |v: i64| v.max(0) as usize;
-    let max = samples
-        .iter()
-        .map(|s| bytes(s.reserved.max(s.peak).max(s.allocated)))
-        .max()
-        .unwrap_or(0);
-    let mut chart = Chart::new(
-        (900.0, 360.0),
-        (80.0, 20.0, 40.0, 50.0),
-        samples.len(),
-        max,
-        &format!("Device memory, {device}"),
-    );
-    if steps_per_epoch > 0 {
-        let mut e = 1;
-        while e * steps_per_epoch < samples.len() {
-            chart.rule(e * steps_per_epoch, "#bbb");
-            e += 1;
-        }
-    }
-    let reserved: Vec<usize> = samples.iter().map(|s| bytes(s.reserved)).collect();
-    chart.area(
-        &reserved,
-        &vec![0; samples.len()],
-        r##"fill="#9ecae1" fill-opacity="0.6" stroke="#3182bd" stroke-width="1""##,
-        None,
-    );
-    chart.line(
-        samples.iter().map(|s| bytes(s.peak)),
-        r##"stroke="#756bb1" stroke-width="1""##,
-    );
-    chart.line(
-        samples.iter().map(|s| bytes(s.allocated)),
-        r##"stroke="#e6550d" stroke-width="1.5""##,
-    );
-    chart.axis("step (dashed: epochs)");
-    let (left, top, pw, ph) = chart.plot_area();
-    chart.element(&format!(
-        r##"<line x1="{left}" y1="{top}" x2="{left}" y2="{:.1}" stroke="#333"/><text x="{left}" y="{:.1}" fill="#555">0</text><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{}</text>"##,
-        top + ph,
-        top + ph + 16.0,
-        left + pw,
-        top + ph + 16.0,
-        samples.len().saturating_sub(1)
-    ));
-    let lx = left + pw - 330.0;
-    chart.element(&format!(
-        r##"<rect x="{lx:.1}" y="13" width="14" height="10" fill="#9ecae1" stroke="#3182bd"/><text x="{:.1}" y="22">reserved</text>"##,
-        lx + 20.0
-    ));
-    chart.element(&format!(
-        r##"<line x1="{:.1}" y1="18" x2="{:.1}" y2="18" stroke="#756bb1" stroke-width="2"/><text x="{:.1}" y="22">peak in step</text>"##,
-        lx + 90.0,
-        lx + 104.0,
-        lx + 110.0
-    ));
-    chart.element(&format!(
-        r##"<line x1="{:.1}" y1="18" x2="{:.1}" y2="18" stroke="#e6550d" stroke-width="2"/><text x="{:.1}" y="22">allocated after step</text>"##,
-        lx + 200.0,
-        lx + 214.0,
-        lx + 220.0
-    ));
-    std::fs::write(path, chart.finish())
 }
