@@ -158,6 +158,11 @@ impl PendingFrees {
 
     /// Takes events off the front of each active queue while `done` says they have
     /// completed; stops at the first error (what was taken so far stays taken).
+    ///
+    /// A stream's events complete in the order they were recorded, so the last one
+    /// is asked first: when it has completed, the whole queue goes with one call (the
+    /// frees of a gradient bucket or a layer, freed together, cost one query, not one
+    /// each); otherwise the queue is walked from the front.
     fn drain(
         &mut self,
         out: &mut Vec<u32>,
@@ -167,8 +172,23 @@ impl PendingFrees {
         let mut result = Ok(());
         while i < self.active.len() {
             let q = &mut self.queues[self.active[i] as usize];
+            // Whether the last event has completed, when it was asked.
+            let mut last = None;
+            if q.len() > 1 {
+                match done(q.back().expect("a queue of two or more")) {
+                    Ok(finished) => last = Some(finished),
+                    Err(e) => result = Err(e),
+                }
+            }
             while let Some(p) = q.front() {
-                match done(p) {
+                if result.is_err() || (last == Some(false) && q.len() == 1) {
+                    break;
+                }
+                let finished = match last {
+                    Some(true) => Ok(true),
+                    _ => done(p),
+                };
+                match finished {
                     Ok(true) => {}
                     Ok(false) => break,
                     Err(e) => {
@@ -198,5 +218,70 @@ impl PendingFrees {
         for e in self.idle_events.drain(..) {
             let _ = backend.destroy_event(e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::test::{EventMode, TestBackend};
+
+    fn manual() -> (TestBackend, StreamId) {
+        let dev = TestBackend::builder().event_mode(EventMode::Manual).build();
+        let s = dev.create_stream().unwrap();
+        (dev, s)
+    }
+
+    /// The frees of a bucket, all behind one completed point of a stream: one query
+    /// gives back every block (and one synchronisation waits for all).
+    #[test]
+    fn a_completed_queue_costs_one_call() {
+        let (dev, s) = manual();
+        let mut stats = MemoryStats::default();
+        let mut p = PendingFrees::default();
+        for block in 0..10 {
+            p.record(&dev, s, block, &mut stats).unwrap();
+        }
+        dev.complete_stream(s);
+        let mut out = Vec::new();
+        p.take_completed(&dev, &mut out, &mut stats).unwrap();
+        assert_eq!(out.len(), 10);
+        assert_eq!(stats.num_event_queries, 1);
+        assert!(p.is_empty());
+
+        let x = dev.malloc(4096).unwrap();
+        for block in 0..10 {
+            dev.launch(s, x, 4096).unwrap();
+            p.record(&dev, s, block, &mut stats).unwrap();
+        }
+        out.clear();
+        p.take_all(&dev, &mut out, &mut stats).unwrap();
+        assert_eq!((out.len(), stats.num_event_syncs), (10, 1));
+    }
+
+    /// When the last event has not completed, the earlier ones that have still go, in
+    /// order, and the last one is not asked twice.
+    #[test]
+    fn an_unfinished_last_event_keeps_only_what_waits() {
+        let (dev, s) = manual();
+        let mut stats = MemoryStats::default();
+        let mut p = PendingFrees::default();
+        let x = dev.malloc(4096).unwrap();
+        for block in 0..3 {
+            dev.launch(s, x, 4096).unwrap();
+            p.record(&dev, s, block, &mut stats).unwrap();
+        }
+        dev.complete_steps(s, 4); // two launches, two events
+
+        let mut out = Vec::new();
+        p.take_completed(&dev, &mut out, &mut stats).unwrap();
+        assert_eq!(out, [0, 1]);
+        assert_eq!(stats.num_event_queries, 3, "the last, then the first two");
+        assert!(!p.is_empty());
+        dev.complete_stream(s);
+        out.clear();
+        p.take_completed(&dev, &mut out, &mut stats).unwrap();
+        assert_eq!((out.as_slice(), stats.num_event_queries), (&[2][..], 4));
+        assert!(p.is_empty());
     }
 }

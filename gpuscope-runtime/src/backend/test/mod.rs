@@ -293,6 +293,15 @@ impl TestBackend {
         }
     }
 
+    /// Marks the `n` oldest unfinished steps queued on `stream` as finished: launches
+    /// and event records, in the order they were queued.
+    pub fn complete_steps(&self, stream: StreamId, n: u64) {
+        let mut st = self.state();
+        if let Some(s) = st.streams.get_mut(stream.index()) {
+            s.completed = (s.completed + n).min(s.issued);
+        }
+    }
+
     /// Pretends work using `[addr, addr + size)` is queued on `stream` (a kernel
     /// launch). Until it completes (the stream is synchronised or
     /// [completed](Self::complete_stream), or an event recorded on the stream after it
