@@ -224,13 +224,7 @@ impl PendingFrees {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::test::{EventMode, TestBackend};
-
-    fn manual() -> (TestBackend, StreamId) {
-        let dev = TestBackend::builder().event_mode(EventMode::Manual).build();
-        let s = dev.create_stream().unwrap();
-        (dev, s)
-    }
+    use crate::alloc::test_support::manual;
 
     /// The frees of a bucket, all behind one completed point of a stream: one query
     /// gives back every block (and one synchronisation waits for all).

@@ -267,13 +267,7 @@ impl AllocState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::test::{EventMode, TestBackend};
-
-    fn manual() -> (TestBackend, StreamId) {
-        let dev = TestBackend::builder().event_mode(EventMode::Manual).build();
-        let s = dev.create_stream().unwrap();
-        (dev, s)
-    }
+    use crate::alloc::test_support::manual;
 
     #[test]
     fn a_fence_is_recorded_only_when_it_covers_a_new_free() {
@@ -364,7 +358,7 @@ mod tests {
 
     #[test]
     fn within_the_interval_no_fence_and_no_driver_call() {
-        let dev = TestBackend::builder().event_mode(EventMode::Manual).build();
+        let (dev, _) = manual();
         let s = StreamId::DEFAULT;
         let mut f = Fences::default();
         let mut st = MemoryStats::default();

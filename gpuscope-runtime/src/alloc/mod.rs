@@ -74,3 +74,17 @@ pub use oom::{AllocError, LiveAllocation, OomCause, OutOfMemory};
 pub use rounding::Pool;
 pub use snapshot::{BlockInfo, SegmentInfo};
 pub use stats::{DriverCalls, MemoryStats, Stat, StatArray};
+
+#[cfg(test)]
+mod test_support {
+    use crate::backend::test::{EventMode, TestBackend};
+    use crate::backend::{Backend, StreamId};
+
+    /// A test backend whose work completes only when the test says so, and a stream
+    /// of it.
+    pub fn manual() -> (TestBackend, StreamId) {
+        let dev = TestBackend::builder().event_mode(EventMode::Manual).build();
+        let s = dev.create_stream().unwrap();
+        (dev, s)
+    }
+}
