@@ -302,6 +302,26 @@ fn every_driver_call_of_a_step_can_fail_on_virtual_memory() {
     eprintln!("{runs} faulty steps on virtual memory");
 }
 
+/// Allocates 4 MiB on `a`, uses it on `b`, and frees it with the event record and the
+/// stream synchronisation that replaces it both failing. Returns the block's address
+/// and the free's error.
+fn free_with_double_fault(
+    dev: &TestBackend,
+    alloc: &CachingAllocator,
+    a: StreamId,
+    b: StreamId,
+) -> (
+    gpuscope_runtime::backend::DeviceAddr,
+    gpuscope_runtime::alloc::AllocError,
+) {
+    let x = alloc.allocate(4 << 20, a).unwrap();
+    alloc.record_stream(&x, b).unwrap();
+    dev.fail_call(Call::RecordEvent, 1);
+    dev.fail_call(Call::SyncStream, 1);
+    let addr = x.addr();
+    (addr, alloc.free(x).unwrap_err())
+}
+
 /// A free after `record_stream` whose event cannot be recorded and whose stream cannot
 /// be synchronised either (two faults at once): the free reports the error, the block
 /// keeps waiting for the other stream (its memory is not reused while that stream's
@@ -310,12 +330,7 @@ fn every_driver_call_of_a_step_can_fail_on_virtual_memory() {
 #[test]
 fn a_free_that_can_neither_record_nor_synchronise_keeps_waiting() {
     let (dev, alloc, [a, b]) = vm_device();
-    let x = alloc.allocate(4 << 20, a).unwrap();
-    alloc.record_stream(&x, b).unwrap();
-    dev.fail_call(Call::RecordEvent, 1);
-    dev.fail_call(Call::SyncStream, 1);
-    let x_addr = x.addr();
-    let err = alloc.free(x).unwrap_err();
+    let (x_addr, err) = free_with_double_fault(&dev, &alloc, a, b);
     assert!(err.to_string().contains("injected fault"), "{err}");
     assert_eq!(dev.faults_injected(), 2);
     alloc.check_invariants().unwrap();
@@ -350,11 +365,7 @@ fn a_free_that_can_neither_record_nor_synchronise_keeps_waiting() {
 #[test]
 fn empty_cache_waits_for_a_free_that_got_no_event() {
     let (dev, alloc, [a, b]) = vm_device();
-    let x = alloc.allocate(4 << 20, a).unwrap();
-    alloc.record_stream(&x, b).unwrap();
-    dev.fail_call(Call::RecordEvent, 1);
-    dev.fail_call(Call::SyncStream, 1);
-    alloc.free(x).unwrap_err();
+    free_with_double_fault(&dev, &alloc, a, b);
     dev.fail_call(Call::SyncStream, 1);
     alloc.empty_cache().unwrap_err();
     alloc.check_invariants().unwrap();

@@ -177,12 +177,15 @@ impl PendingFrees {
             if q.len() > 1 {
                 match done(q.back().expect("a queue of two or more")) {
                     Ok(finished) => last = Some(finished),
-                    Err(e) => result = Err(e),
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
                 }
             }
             while let Some(p) = q.front() {
-                if result.is_err() || (last == Some(false) && q.len() == 1) {
-                    break;
+                if last == Some(false) && q.len() == 1 {
+                    break; // the last event, known not to have completed
                 }
                 let finished = match last {
                     Some(true) => Ok(true),
