@@ -244,6 +244,49 @@ impl Device {
         self.inner.id
     }
 
+    /// Whether this device and `peer` can read and write each other's memory directly,
+    /// enabling it on first use: both are CUDA devices with a path between them in
+    /// hardware (NVLink, or PCIe peer to peer), their contexts get peer access both
+    /// ways, and with virtual memory each allocator makes its memory accessible to the
+    /// other device, now and for every later growth
+    /// ([`CachingAllocator::grant_peer_access`]). `Ok(false)` when there is no such path
+    /// or a device is not CUDA: copies between the two then go through the host.
+    /// [`Tensor::to_device`](crate::Tensor::to_device) and
+    /// [`Tensor::copy_from`](crate::Tensor::copy_from) call it, so a program needs it
+    /// only to know which path its copies take.
+    ///
+    /// ```
+    /// use gpuscope_runtime::Device;
+    /// let host = Device::host().unwrap();
+    /// assert!(!host.enable_peer_access(&host).unwrap()); // not CUDA: no peer access
+    /// ```
+    pub fn enable_peer_access(&self, peer: &Device) -> Result<bool, AllocError> {
+        #[cfg(feature = "cuda")]
+        {
+            use crate::backend::cuda::peer::enable_context_peer_access;
+            let (Some(a), Some(b)) = (self.cuda_backend(), peer.cuda_backend()) else {
+                return Ok(false);
+            };
+            if !(enable_context_peer_access(a, b)? && enable_context_peer_access(b, a)?) {
+                return Ok(false);
+            }
+            self.allocator().grant_peer_access(b.ordinal())?;
+            peer.allocator().grant_peer_access(a.ordinal())?;
+            Ok(true)
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = peer;
+            Ok(false)
+        }
+    }
+
+    /// The CUDA backend, when this is a CUDA device.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn cuda_backend(&self) -> Option<&crate::backend::cuda::CudaBackend> {
+        self.backend().as_any().downcast_ref()
+    }
+
     /// The device's allocation history recorder.
     pub(crate) fn history(&self) -> &HistoryRecorder {
         &self.inner.history

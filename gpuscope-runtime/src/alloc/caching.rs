@@ -290,6 +290,32 @@ impl CachingAllocator {
         self.lock().largest_live(n)
     }
 
+    /// Gives device `peer` (the ordinal of another device of the same kind) access to
+    /// this allocator's memory, for peer copies and kernels there. With virtual memory,
+    /// every chunk mapped now and every chunk mapped later is made accessible to it (one
+    /// `cuMemSetAccess` per chunk now, counted in `num_set_access`); without, there is
+    /// nothing to do (device allocations are reached through the two contexts' peer
+    /// access). Once per peer: later calls return at once.
+    /// [`Device::enable_peer_access`](crate::Device::enable_peer_access) calls it for
+    /// both devices.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use gpuscope_runtime::alloc::{AllocConfig, CachingAllocator};
+    /// use gpuscope_runtime::backend::{test::TestBackend, StreamId};
+    ///
+    /// let backend = Arc::new(TestBackend::builder().virtual_memory(2 << 20).build());
+    /// let alloc = CachingAllocator::new(backend.clone(), AllocConfig::default()).unwrap();
+    /// let a = alloc.allocate(30 << 20, StreamId::DEFAULT).unwrap(); // one chunk mapped
+    /// alloc.grant_peer_access(1).unwrap(); // that chunk: accessible to device 1
+    /// let b = alloc.allocate(100 << 20, StreamId::DEFAULT).unwrap(); // a new chunk: too
+    /// assert!(backend.mappings_without_access(1).is_empty());
+    /// # alloc.free(a).unwrap(); alloc.free(b).unwrap();
+    /// ```
+    pub fn grant_peer_access(&self, peer: usize) -> Result<(), AllocError> {
+        Ok(self.lock().grant_peer_access(peer)?)
+    }
+
     /// Bytes of physical memory held outside any segment: chunks a failed driver call
     /// (an unmap or a release) left behind. They count as reserved and go back with the
     /// next `empty_cache` (or release under pressure); 0 unless a driver call failed.

@@ -6,7 +6,8 @@
 //!   growing, and giving memory back under pressure, cheapest wait first; `vmm`:
 //!   virtual memory (arenas, growth at the top, the wilderness); `release`: chunks
 //!   going back to the device;
-//!   `inspect`: snapshots, reports and the invariant check.
+//!   `inspect`: snapshots, reports and the invariant check; `peer_access`: other
+//!   devices given access to the mapped memory ([`CachingAllocator::grant_peer_access`]).
 //! - [`rounding`]: size rounding, pools, segment sizes, split rules (PyTorch's constants).
 //! - `free_index`: segregated free lists with bitmaps, for best fit in O(1).
 //! - `block`, `segment`: the block slab; segments, arenas and the chunks behind them.
@@ -58,6 +59,7 @@ mod free_index;
 mod inspect;
 mod memory;
 pub mod oom;
+mod peer_access;
 mod release;
 pub mod rounding;
 mod segment;

@@ -79,6 +79,8 @@ pub(crate) struct AllocState {
     pub(super) tick: u64,
     /// Streams the backend confirmed it has.
     known_streams: Vec<bool>,
+    /// Devices (ordinals) granted access to every chunk mapped (`peer_access`).
+    pub(super) peers: Vec<usize>,
     pub recording: Option<Recording>,
     scratch: Vec<u32>,
 }
@@ -111,6 +113,7 @@ impl AllocState {
             total_memory,
             tick: 0,
             known_streams: Vec::new(),
+            peers: Vec::new(),
             recording: None,
             scratch: Vec::new(),
             config,

@@ -317,11 +317,31 @@ pub trait VirtualMemory: Send + Sync {
         chunk: PhysHandle,
     ) -> Result<(), BackendError>;
 
-    /// Makes `addr..addr+size` (fully mapped) readable and writable by the device.
+    /// Makes `addr..addr+size` (fully mapped) readable and writable by the device, and
+    /// by every peer added with [`VirtualMemory::add_peer`].
     ///
     /// # Safety
     /// The whole range is mapped.
     unsafe fn set_access(&self, addr: DeviceAddr, size: usize) -> Result<(), BackendError>;
+
+    /// Adds `peer` (another device's ordinal) to the devices that every later
+    /// [`VirtualMemory::set_access`] makes the mapping accessible to, besides this
+    /// device: peer copies and kernels on `peer` may then use this device's memory.
+    /// `Ok(false)` when it was already added. Mappings made before keep their access
+    /// until [`VirtualMemory::set_peer_access`] grants it to them.
+    fn add_peer(&self, peer: usize) -> Result<bool, BackendError>;
+
+    /// Makes `addr..addr+size` (fully mapped) readable and writable by device `peer`
+    /// too.
+    ///
+    /// # Safety
+    /// The whole range is mapped.
+    unsafe fn set_peer_access(
+        &self,
+        addr: DeviceAddr,
+        size: usize,
+        peer: usize,
+    ) -> Result<(), BackendError>;
 
     /// Unmaps `addr..addr+size`, exactly one earlier mapping.
     ///

@@ -12,7 +12,6 @@
 //! - [`rendezvous`]: [`Rendezvous`], ranks meeting at the store, with time-outs that
 //!   name the missing ranks;
 //! - `nccl` (feature `cuda`): NCCL loaded at run time, communicators that never hang;
-//! - `peer` (feature `cuda`): copies between GPUs, peer to peer where possible;
 //! - `ddp` (feature `cuda`): [`DistributedDataParallel`]: gradients bucketed and
 //!   averaged across ranks while backward runs;
 //! - `group` (feature `cuda`): [`ProcessGroup`], all-reduce, broadcast, all-gather and
@@ -37,8 +36,6 @@ pub mod ddp;
 pub mod group;
 #[cfg(feature = "cuda")]
 pub mod nccl;
-#[cfg(feature = "cuda")]
-pub mod peer;
 
 pub use env::LaunchEnv;
 pub use error::DistError;

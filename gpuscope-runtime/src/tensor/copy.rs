@@ -1,4 +1,5 @@
-//! Reading tensors back, copies between devices, and cross-stream use.
+//! Reading tensors back, copies between devices (peer to peer where the devices allow
+//! it), and cross-stream use.
 //!
 //! Views are read and written in logical (row-major) order: a non-contiguous tensor is
 //! gathered into a contiguous temporary on its device before it is read back or copied
@@ -125,22 +126,7 @@ impl Tensor {
                 )?
             };
         } else {
-            let mut bytes = vec![0u8; self.nbytes()];
-            // SAFETY: reads this tensor's storage.
-            unsafe {
-                self.device().backend().copy_device_to_host(
-                    &mut bytes,
-                    self.addr(),
-                    self.stream(),
-                )?
-            };
-            check_device_side(self.device())?;
-            // SAFETY: writes the new tensor's storage.
-            unsafe {
-                device
-                    .backend()
-                    .copy_host_to_device(out.addr(), &bytes, out.stream())?
-            };
+            copy_across_devices(&out, self)?;
         }
         Ok(out)
     }
@@ -217,20 +203,7 @@ impl Tensor {
                 )?
             };
         } else {
-            let mut bytes = vec![0u8; self.nbytes()];
-            // SAFETY: as in `to_device`.
-            unsafe {
-                src.device()
-                    .backend()
-                    .copy_device_to_host(&mut bytes, src.addr(), src.stream())?
-            };
-            check_device_side(src.device())?;
-            // SAFETY: as in `to_device`.
-            unsafe {
-                self.device()
-                    .backend()
-                    .copy_host_to_device(self.addr(), &bytes, self.stream())?
-            };
+            copy_across_devices(self, src)?;
         }
         Ok(())
     }
@@ -289,4 +262,51 @@ fn contiguous_copy(t: &Tensor) -> Result<Tensor, TensorError> {
     )?;
     strided_copy(&out, t)?;
     Ok(out)
+}
+
+/// Copies contiguous `src` into contiguous `dst` (as many bytes) on another device:
+/// peer to peer where the two devices allow it ([`Device::enable_peer_access`]; queued
+/// on `dst`'s stream after the work queued on `src`'s, and `src`'s stream waits for it,
+/// so nothing waits on the host), else through the host (a read-back, which waits and
+/// checks `src`'s device's error record, then a write).
+fn copy_across_devices(dst: &Tensor, src: &Tensor) -> Result<(), TensorError> {
+    #[cfg(feature = "cuda")]
+    {
+        use crate::backend::cuda::peer::copy_from_peer;
+        let (to, from) = (dst.device().cuda_backend(), src.device().cuda_backend());
+        if let (Some(to), Some(from)) = (to, from) {
+            if dst.device().enable_peer_access(src.device())? {
+                // SAFETY: two live storages of `nbytes` bytes on their devices; the copy
+                // is ordered after the work queued on `src`'s stream, and `src`'s stream
+                // waits for it before anything later (a free) reuses the memory.
+                unsafe {
+                    copy_from_peer(
+                        to,
+                        dst.addr(),
+                        dst.stream(),
+                        from,
+                        src.addr(),
+                        src.stream(),
+                        src.nbytes(),
+                    )?
+                };
+                return Ok(());
+            }
+        }
+    }
+    let mut bytes = vec![0u8; src.nbytes()];
+    // SAFETY: reads `src`'s storage.
+    unsafe {
+        src.device()
+            .backend()
+            .copy_device_to_host(&mut bytes, src.addr(), src.stream())?
+    };
+    check_device_side(src.device())?;
+    // SAFETY: writes `dst`'s storage.
+    unsafe {
+        dst.device()
+            .backend()
+            .copy_host_to_device(dst.addr(), &bytes, dst.stream())?
+    };
+    Ok(())
 }

@@ -1,9 +1,10 @@
 //! The CUDA backend, on cudarc's driver API (loaded at run time, so a program built
 //! with it runs where no CUDA is installed and reports why it cannot use a GPU).
 //!
-//! Memory comes from `cuMemAlloc`, or with virtual memory from `cuMemCreate` chunks
-//! mapped page by page (`cuMemMap` at an offset into the chunk) inside ranges from
-//! `cuMemAddressReserve`. Streams are cudarc streams (stream 0 is the legacy default
+//! Memory comes from `cuMemAlloc`, or with virtual memory from `cuMemCreate` chunks,
+//! each mapped whole (`cuMemMap`) inside ranges from `cuMemAddressReserve` and made
+//! accessible to this device and to its peers (`cuMemSetAccess`; peers are added when
+//! a peer copy first needs them, see [`peer`]). Streams are cudarc streams (stream 0 is the legacy default
 //! stream); events are created without timing and pooled by the allocator.
 //!
 //! [`CudaBackend::new`] first checks that the driver library can be loaded
@@ -31,6 +32,7 @@ use super::{
     VirtualMemory,
 };
 
+pub mod peer;
 mod virtual_memory;
 
 /// Whether the CUDA driver library can be loaded on this machine. When it cannot, any
@@ -140,6 +142,8 @@ pub struct CudaBackend {
     streams: RwLock<Vec<Arc<CudaStream>>>,
     events: Mutex<Vec<Option<RawEvent>>>,
     vmm: Option<Vmm>,
+    /// Other devices (ordinals) that new mappings are made accessible to.
+    peers: RwLock<Vec<i32>>,
     /// Allocated on first use (`error_record_ptr`); `error_init` serialises that.
     errors: OnceLock<ErrorRecord>,
     error_init: Mutex<()>,
@@ -184,6 +188,7 @@ impl CudaBackend {
             streams: RwLock::new(vec![default]),
             events: Mutex::new(Vec::new()),
             vmm,
+            peers: RwLock::new(Vec::new()),
             errors: OnceLock::new(),
             error_init: Mutex::new(()),
         })
@@ -308,6 +313,11 @@ impl CudaBackend {
         unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*r.host).claim)) }
             .store(0, Ordering::Release);
         Some(report)
+    }
+
+    /// The devices, other than this one, that new mappings are made accessible to.
+    fn access_peers(&self) -> Vec<i32> {
+        self.peers.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     fn bind(&self) -> Result<(), BackendError> {

@@ -64,12 +64,37 @@ impl VirtualMemory for CudaBackend {
     }
 
     unsafe fn set_access(&self, addr: DeviceAddr, size: usize) -> Result<(), BackendError> {
-        let ordinal = self.vmm.as_ref().map_or(0, |v| v.ordinal);
-        // SAFETY: plain data; the fields that matter are set below.
-        let mut desc: sys::CUmemAccessDesc = unsafe { std::mem::zeroed() };
-        desc.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
-        desc.location.id = ordinal;
-        desc.flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        let own = self.vmm.as_ref().map_or(0, |v| v.ordinal);
+        let mut devices = vec![access_desc(own)];
+        devices.extend(self.access_peers().into_iter().map(access_desc));
+        self.bind()?;
+        // SAFETY: the caller promises the range is fully mapped; `devices` holds
+        // `devices.len()` descriptors.
+        unsafe { sys::cuMemSetAccess(addr.0, size, devices.as_ptr(), devices.len()) }
+            .result()
+            .map_err(|e| driver("cuMemSetAccess", e))
+    }
+
+    fn add_peer(&self, peer: usize) -> Result<bool, BackendError> {
+        let mut peers = self.peers.write().unwrap_or_else(|e| e.into_inner());
+        let peer = i32::try_from(peer).map_err(|_| BackendError::InvalidHandle {
+            what: "device",
+            detail: format!("device ordinal {peer} is out of range"),
+        })?;
+        if peers.contains(&peer) || self.vmm.as_ref().is_some_and(|v| v.ordinal == peer) {
+            return Ok(false);
+        }
+        peers.push(peer);
+        Ok(true)
+    }
+
+    unsafe fn set_peer_access(
+        &self,
+        addr: DeviceAddr,
+        size: usize,
+        peer: usize,
+    ) -> Result<(), BackendError> {
+        let desc = access_desc(peer as i32);
         self.bind()?;
         // SAFETY: the caller promises the range is fully mapped.
         unsafe { sys::cuMemSetAccess(addr.0, size, &desc, 1) }
@@ -84,4 +109,14 @@ impl VirtualMemory for CudaBackend {
             .result()
             .map_err(|e| driver("cuMemUnmap", e))
     }
+}
+
+/// Read and write access for device `ordinal`.
+fn access_desc(ordinal: i32) -> sys::CUmemAccessDesc {
+    // SAFETY: plain data; the fields that matter are set below.
+    let mut desc: sys::CUmemAccessDesc = unsafe { std::mem::zeroed() };
+    desc.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+    desc.location.id = ordinal;
+    desc.flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    desc
 }

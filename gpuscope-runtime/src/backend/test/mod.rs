@@ -152,6 +152,10 @@ struct State {
     mapped_chunks: HashSet<u64>,
     /// Mappings by address: (size, chunk, offset into the chunk).
     mappings: BTreeMap<u64, (usize, u64)>,
+    /// Devices added with `add_peer`.
+    peers: Vec<usize>,
+    /// (mapping, peer device) pairs with access granted.
+    peer_access: HashSet<(u64, usize)>,
     next_chunk: u64,
     streams: Vec<StreamState>,
     events: HashMap<u32, Option<(usize, u64)>>,
@@ -198,6 +202,25 @@ impl State {
                 detail: format!("{stream} was never created on the test backend"),
             })
         }
+    }
+
+    /// The mappings that tile `addr..addr+size` exactly, by address; panics, naming
+    /// `call`, when the range is not fully mapped or ends inside a mapping.
+    fn mappings_in(&self, addr: u64, size: usize, call: &str) -> Vec<u64> {
+        let (mut cur, end, mut found) = (addr, addr + size as u64, Vec::new());
+        while cur < end {
+            match self.mappings.get(&cur) {
+                Some(&(ms, _)) => {
+                    found.push(cur);
+                    cur += ms as u64;
+                }
+                None => {
+                    panic!("test backend: {call} over {addr:#x} (+{size}) with {cur:#x} unmapped")
+                }
+            }
+        }
+        assert_eq!(cur, end, "test backend: {call} ends inside a mapping");
+        found
     }
 
     /// Whether `[start, end)` is inside one allocation, or mapped throughout.
@@ -278,6 +301,17 @@ impl TestBackend {
     /// What the backend has been asked to do so far.
     pub fn counters(&self) -> Counters {
         self.state().counters
+    }
+
+    /// The mappings (by address) that device `peer` may not access: mapped before
+    /// `peer` was added with `add_peer` and not granted since.
+    pub fn mappings_without_access(&self, peer: usize) -> Vec<u64> {
+        let st = self.state();
+        st.mappings
+            .keys()
+            .filter(|&&m| !st.peer_access.contains(&(m, peer)))
+            .copied()
+            .collect()
     }
 
     /// Bytes currently held by allocations and chunks.

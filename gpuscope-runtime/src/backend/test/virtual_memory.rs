@@ -112,17 +112,33 @@ impl VirtualMemory for TestBackend {
     unsafe fn set_access(&self, addr: DeviceAddr, size: usize) -> Result<(), BackendError> {
         let mut st = self.state();
         st.faults.enter(Call::SetAccess)?;
-        let mut cur = addr.0;
-        let end = addr.0 + size as u64;
-        while cur < end {
-            match st.mappings.get(&cur) {
-                Some(&(ms, _)) => cur += ms as u64,
-                None => {
-                    panic!("test backend: set_access over {addr} (+{size}) with {cur:#x} unmapped")
-                }
-            }
+        let peers = st.peers.clone();
+        for m in st.mappings_in(addr.0, size, "set_access") {
+            st.peer_access.extend(peers.iter().map(|&p| (m, p)));
         }
-        assert_eq!(cur, end, "test backend: set_access ends inside a mapping");
+        Ok(())
+    }
+
+    fn add_peer(&self, peer: usize) -> Result<bool, BackendError> {
+        let mut st = self.state();
+        if st.peers.contains(&peer) {
+            return Ok(false);
+        }
+        st.peers.push(peer);
+        Ok(true)
+    }
+
+    unsafe fn set_peer_access(
+        &self,
+        addr: DeviceAddr,
+        size: usize,
+        peer: usize,
+    ) -> Result<(), BackendError> {
+        let mut st = self.state();
+        st.faults.enter(Call::SetAccess)?;
+        for m in st.mappings_in(addr.0, size, "set_peer_access") {
+            st.peer_access.insert((m, peer));
+        }
         Ok(())
     }
 
@@ -138,6 +154,7 @@ impl VirtualMemory for TestBackend {
             "test backend: unmap of {addr} with size {size}, mapped {ms}"
         );
         st.mapped_chunks.remove(&chunk);
+        st.peer_access.retain(|&(m, _)| m != addr.0);
         st.counters.unmaps += 1;
         Ok(())
     }
