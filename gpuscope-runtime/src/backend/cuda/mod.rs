@@ -4,8 +4,9 @@
 //! Memory comes from `cuMemAlloc`, or with virtual memory from `cuMemCreate` chunks,
 //! each mapped whole (`cuMemMap`) inside ranges from `cuMemAddressReserve` and made
 //! accessible to this device and to its peers (`cuMemSetAccess`; peers are added when
-//! a peer copy first needs them, see [`peer`]). Streams are cudarc streams (stream 0 is the legacy default
-//! stream); events are created without timing and pooled by the allocator.
+//! a peer copy first needs them, see [`peer`]). Streams are cudarc streams (stream 0
+//! is the legacy default stream); events are created without timing and pooled by the
+//! allocator.
 //!
 //! [`CudaBackend::new`] first checks that the driver library can be loaded
 //! ([`cudarc::driver::sys::is_culib_present`]): cudarc panics on the first driver call
