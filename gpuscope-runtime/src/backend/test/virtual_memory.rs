@@ -159,3 +159,37 @@ impl VirtualMemory for TestBackend {
         Ok(())
     }
 }
+
+impl State {
+    /// The mappings that tile `addr..addr+size` exactly, by address; panics, naming
+    /// `call`, when the range is not fully mapped or ends inside a mapping.
+    fn mappings_in(&self, addr: u64, size: usize, call: &str) -> Vec<u64> {
+        let (mut cur, end, mut found) = (addr, addr + size as u64, Vec::new());
+        while cur < end {
+            match self.mappings.get(&cur) {
+                Some(&(ms, _)) => {
+                    found.push(cur);
+                    cur += ms as u64;
+                }
+                None => {
+                    panic!("test backend: {call} over {addr:#x} (+{size}) with {cur:#x} unmapped")
+                }
+            }
+        }
+        assert_eq!(cur, end, "test backend: {call} ends inside a mapping");
+        found
+    }
+}
+
+impl TestBackend {
+    /// The mappings (by address) that device `peer` may not access: mapped before
+    /// `peer` was added with `add_peer` and not granted since.
+    pub fn mappings_without_access(&self, peer: usize) -> Vec<u64> {
+        let st = self.state();
+        st.mappings
+            .keys()
+            .filter(|&&m| !st.peer_access.contains(&(m, peer)))
+            .copied()
+            .collect()
+    }
+}
