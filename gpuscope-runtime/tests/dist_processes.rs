@@ -21,8 +21,13 @@ fn free_port() -> u16 {
 
 /// Starts rank `rank` of `world` in role `role`.
 fn spawn(role: &str, rank: usize, world: usize, port: u16, timeout_s: &str) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+    command(role, rank, world, port, timeout_s).spawn().unwrap()
+}
+
+/// The command [`spawn`] runs, for tests that add variables.
+fn command(role: &str, rank: usize, world: usize, port: u16, timeout_s: &str) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "child", "--nocapture", "--test-threads=1"])
         .env(ROLE, role)
         .env("RANK", rank.to_string())
         .env("WORLD_SIZE", world.to_string())
@@ -32,9 +37,8 @@ fn spawn(role: &str, rank: usize, world: usize, port: u16, timeout_s: &str) -> C
         .env("GPUSCOPE_DIST_TIMEOUT_S", timeout_s)
         .env_remove("TORCHELASTIC_USE_AGENT_STORE")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        .stderr(Stdio::piped());
+    c
 }
 
 /// Waits for a child, failing the test if it runs past `limit` (a hang).
@@ -125,6 +129,8 @@ mod roles {
             "collectives" => super::cuda_roles::collectives(&env)?,
             #[cfg(feature = "cuda")]
             "collective-then-exit" => super::cuda_roles::collective_then_exit(&env)?,
+            #[cfg(feature = "cuda")]
+            "nccl-alone" => super::cuda_roles::nccl_alone(&env)?,
             other => panic!("unknown role {other}"),
         }
         Ok(())
@@ -253,6 +259,51 @@ mod cuda_roles {
         g.all_reduce(&[&t], ReduceOp::Sum)?.synchronize()?;
         println!("RESULT unexpected: the all-reduce finished without rank 1");
         Ok(())
+    }
+
+    /// Rank 0 of a two-rank NCCL communicator whose rank 1 never comes (no store: the
+    /// id is made here), waiting `GPUSCOPE_DIST_TIMEOUT_S`.
+    pub fn nccl_alone(env: &LaunchEnv) -> Result<(), DistError> {
+        use gpuscope_runtime::dist::nccl::comm::{Communicator, unique_id};
+        let dev = Device::cuda(env.local_rank)?;
+        let id = unique_id()?;
+        let _comms = Communicator::init(&id, 2, &[(0, dev)], env.timeout)?;
+        println!("RESULT unexpected: the communicator was made without rank 1");
+        Ok(())
+    }
+}
+
+/// A communicator whose other rank never calls NCCL is a time-out naming the wait,
+/// within the time-out, with blocking communicators (the default) and non-blocking ones.
+#[cfg(feature = "cuda")]
+#[test]
+fn a_communicator_whose_other_rank_never_joins_times_out() {
+    if one_gpu_and_nccl().is_none() {
+        return;
+    }
+    for nonblocking in ["0", "1"] {
+        let start = Instant::now();
+        let mut c = command("nccl-alone", 0, 2, free_port(), "3");
+        let child = c
+            .env("GPUSCOPE_NCCL_NONBLOCKING", nonblocking)
+            .spawn()
+            .unwrap();
+        let out = finish(child, Duration::from_secs(60));
+        assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+        let r = results(&out).join("\n");
+        assert!(
+            r.contains("timed out after 3s"),
+            "nonblocking={nonblocking}: {r}"
+        );
+        assert!(
+            r.contains("joining the NCCL communicator"),
+            "nonblocking={nonblocking}: {r}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "nonblocking={nonblocking}: {:?}",
+            start.elapsed()
+        );
     }
 }
 

@@ -482,12 +482,21 @@ impl ProcessGroup {
             }
         }
         if grouped {
+            // The group's kernels are queued here: timed as a call on every communicator.
+            let _calls: Vec<_> = inner.comms.iter().map(|c| c.calling(op)).collect();
             // SAFETY: closes the group.
             let r = unsafe { (nccl.group_end)() };
             if result.is_ok() && r != ffi::SUCCESS && r != ffi::IN_PROGRESS {
                 result = Err(DistError::Nccl {
                     call: "ncclGroupEnd",
                     message: nccl.error_string(r),
+                });
+            }
+            if let Some(reason) = inner.comms.iter().find_map(|c| c.abort_reason()) {
+                // Aborted while the group's kernels were being queued.
+                result = Err(DistError::Nccl {
+                    call: op,
+                    message: format!("the call was aborted: {reason}"),
                 });
             }
             if result.is_ok() {
@@ -562,9 +571,17 @@ fn watchdog(group: Weak<Inner>) {
             }
         });
         drop(pending);
+        // A call that has not returned (a blocking communicator waiting for a rank).
+        for c in &inner.comms {
+            if let Some((what, since)) = c.call_started() {
+                if since.elapsed() > inner.timeout {
+                    expired.get_or_insert((what, since.elapsed()));
+                }
+            }
+        }
         if let Some((op, after)) = expired {
             let reason = format!(
-                "{op} did not finish within {after:?}: a rank died or stopped calling collectives; the communicators were aborted"
+                "{op} timed out after {after:?} (it did not finish, or did not return): a rank died or stopped calling collectives; the communicators were aborted"
             );
             tracing::error!(target: "gpuscope::dist", "{reason}");
             for c in &inner.comms {
