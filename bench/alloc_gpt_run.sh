@@ -9,10 +9,7 @@
 set -uo pipefail
 out=$1/alloc_gpt
 mkdir -p "$out"
-[[ -d .device-bin ]] || tar xzf .device-bin.tgz
-root=$(pwd)
-build_root=$(cat .device-bin/build_root)
-if [[ $build_root != "$root" ]]; then mkdir -p "$(dirname "$build_root")"; ln -sfn "$root" "$build_root"; fi
+source bench/device_bin.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$out/gpu.txt"
 for t in cuda_allocator cuda_tensor; do
   echo "== $t"; timeout 120 ".device-bin/tests/$t" --test-threads=4 2>&1 | grep -E "^test |test result|skipped|panicked|FAILED|assert"

@@ -16,13 +16,9 @@ shift
 phases=${*:-tests gpt ddp sanitize}
 has() { [[ " $phases " == *" $1 "* ]]; }
 mkdir -p "$out"
-root=$(pwd)
-[[ -d .device-bin || ! -f .device-bin.tgz ]] || tar xzf .device-bin.tgz
-build_root=$(cat .device-bin/build_root)
-if [[ $build_root != "$root" ]]; then mkdir -p "$(dirname "$build_root")"; ln -sfn "$root" "$build_root"; fi
+source bench/device_bin.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-bin=.device-bin
 cs=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1)
 
 if has tests; then

@@ -5,11 +5,7 @@
 set -uo pipefail
 out=$1/gpu
 mkdir -p "$out"
-root=$(pwd)
-# Test binaries find their data through paths fixed at compile time (this checkout's
-# location on the build machine): make that path lead here.
-build_root=$(cat .device-bin/build_root)
-if [[ $build_root != "$root" ]]; then mkdir -p "$(dirname "$build_root")"; ln -sfn "$root" "$build_root"; fi
+source bench/device_bin.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$out/gpu.txt"
 
 # 1. Every test binary (CUDA tests run for real here). ui (trybuild), lint_cli and replay_cli need

@@ -11,11 +11,7 @@
 set -uo pipefail
 out=$1/peer
 mkdir -p "$out"
-[[ -d .device-bin || ! -f .device-bin.tgz ]] || tar xzf .device-bin.tgz
-root=$(pwd)
-build_root=$(cat .device-bin/build_root)
-if [[ $build_root != "$root" ]]; then mkdir -p "$(dirname "$build_root")"; ln -sfn "$root" "$build_root"; fi
-bin=.device-bin
+source bench/device_bin.sh
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
 nvidia-smi topo -m >> "$out/gpu.txt" 2>&1
