@@ -292,7 +292,7 @@ fn a_communicator_whose_other_rank_never_joins_times_out() {
         assert_eq!(out.status.code(), Some(3), "{}", text(&out));
         let r = results(&out).join("\n");
         assert!(
-            r.contains("timed out after 3s"),
+            r.contains("timed out after 3"), // 3s, or the time waited: 3.0001..s
             "nonblocking={nonblocking}: {r}"
         );
         assert!(
