@@ -359,8 +359,18 @@ impl MemoryStats {
         self.num_fence_waits = 0;
     }
 
-    /// Every stat array with its PyTorch name.
-    pub(crate) fn named_arrays(&self) -> [(&'static str, &StatArray); 9] {
+    /// Every stat array with its PyTorch name (`allocation`, `segment`, ...,
+    /// `requested_bytes`), in PyTorch's order.
+    ///
+    /// ```
+    /// use gpuscope_runtime::alloc::MemoryStats;
+    ///
+    /// let stats = MemoryStats::default();
+    /// let names: Vec<_> = stats.named_arrays().iter().map(|(n, _)| *n).collect();
+    /// assert_eq!(names[0], "allocation");
+    /// assert!(names.contains(&"reserved_bytes"));
+    /// ```
+    pub fn named_arrays(&self) -> [(&'static str, &StatArray); 9] {
         [
             ("allocation", &self.allocation),
             ("segment", &self.segment),

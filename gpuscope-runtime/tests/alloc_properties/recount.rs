@@ -3,23 +3,9 @@
 
 use super::*;
 
-pub(crate) fn stat_arrays(s: &MemoryStats) -> [(&'static str, &StatArray); 9] {
-    [
-        ("allocation", &s.allocation),
-        ("segment", &s.segment),
-        ("active", &s.active),
-        ("inactive_split", &s.inactive_split),
-        ("allocated_bytes", &s.allocated_bytes),
-        ("reserved_bytes", &s.reserved_bytes),
-        ("active_bytes", &s.active_bytes),
-        ("inactive_split_bytes", &s.inactive_split_bytes),
-        ("requested_bytes", &s.requested_bytes),
-    ]
-}
-
 pub(crate) fn all_stats(s: &MemoryStats) -> Vec<(String, Stat)> {
     let mut out = Vec::new();
-    for (name, a) in stat_arrays(s) {
+    for (name, a) in s.named_arrays() {
         for (pool, st) in [
             ("all", a.all),
             ("small_pool", a.small_pool),

@@ -24,7 +24,7 @@ use std::sync::Arc;
 use gpuscope_runtime::alloc::rounding::{Pool, round_size};
 use gpuscope_runtime::alloc::{
     AllocConfig, AllocError, BlockState, CachingAllocator, MemoryStats, OomCause, OutOfMemory,
-    RawBlock, SegmentInfo, StatArray,
+    RawBlock, SegmentInfo,
 };
 use gpuscope_runtime::backend::test::{EventMode, TestBackend};
 use gpuscope_runtime::backend::{Backend, StreamId};

@@ -2,20 +2,6 @@
 
 use super::*;
 
-pub(crate) fn stat_arrays(s: &MemoryStats) -> [(&'static str, &StatArray); 9] {
-    [
-        ("allocation", &s.allocation),
-        ("segment", &s.segment),
-        ("active", &s.active),
-        ("inactive_split", &s.inactive_split),
-        ("allocated_bytes", &s.allocated_bytes),
-        ("reserved_bytes", &s.reserved_bytes),
-        ("active_bytes", &s.active_bytes),
-        ("inactive_split_bytes", &s.inactive_split_bytes),
-        ("requested_bytes", &s.requested_bytes),
-    ]
-}
-
 /// Compares the current values of the statistics, per pool, with a recount from the
 /// snapshot (`held`: bytes of pages held outside both pools).
 pub(crate) fn check_recount(
@@ -50,7 +36,7 @@ pub(crate) fn check_recount(
             }
         }
     }
-    for (name, a) in stat_arrays(stats) {
+    for (name, a) in stats.named_arrays() {
         let [small, large] = count.get(name).copied().unwrap_or_default();
         let unpooled = if name == "reserved_bytes" {
             held as i64

@@ -1,7 +1,7 @@
 //! `Run`: an allocator on a failing device, with what the test knows about it, and
 //! the checks after each step and each failure.
 
-use super::recount::{check_recount, stat_arrays};
+use super::recount::check_recount;
 use super::*;
 
 /// An allocator on a failing device, with what the test knows about it.
@@ -307,7 +307,7 @@ impl Run {
         );
         self.alloc.empty_cache().unwrap();
         let s = self.alloc.stats();
-        for (name, a) in stat_arrays(&s) {
+        for (name, a) in s.named_arrays() {
             assert_eq!(
                 (a.all.current, a.small_pool.current, a.large_pool.current),
                 (0, 0, 0),
