@@ -30,8 +30,9 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workloads  # noqa: E402
 import workloads_more  # noqa: E402
+import workloads_third  # noqa: E402
 
-WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS}
+WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS, **workloads_third.WORKLOADS}
 
 
 def convert(events):
