@@ -5,7 +5,27 @@ MIB=1<<20; PAGE=2*MIB
 LARGE_DIV=int(os.environ.get('LARGE_DIV', 128))
 # runs of growths (commit after bf5947d); RUNS=0 models the policy before them
 RUNS=os.environ.get('RUNS', '1')!='0'
+# Not the allocator's policy (BENCHMARKS.md, "Small requests in the large pool's holes"):
+# with SPILL_MIB=N, a small request that no small hole fits takes the best-fitting hole
+# of the large pool if it is under N MiB (SPILL_MIB=inf: any hole) before the small
+# wilderness. Unset, the allocator's policy.
+SPILL=(1<<62 if os.environ.get('SPILL_MIB')=='inf' else int(os.environ.get('SPILL_MIB','0'))*MIB)
 def r512(s): return max(512,(s+511)//512*512)
+
+def spill(small, large, r):
+    """The address of the hole of `large` (under SPILL) that takes a small request
+    `small` has no hole for (taken and split), or None."""
+    if SPILL==0 or large is None or any(a!=small.wild() and sz>=r for a,sz in small.free_blocks()):
+        return None
+    w=large.wild()
+    cands=[(sz,a) for a,sz in large.free_blocks() if a!=w and r<=sz<SPILL]
+    if not cands: return None
+    sz,a=min(cands)
+    if sz-r>=512:
+        large.blocks[a]=[r,False]; large.blocks[a+r]=[sz-r,True]; bisect.insort(large.addrs,a+r)
+    else:
+        large.blocks[a][1]=False
+    return a
 
 class Arena:
     def __init__(s, small, pol):
@@ -85,7 +105,10 @@ def run(path, pol, passes=2):
                 for x in pending: x[0].free(x[1])
                 pending=[]
                 r=r512(int(sz)); A=ar(st, r<=MIB)
-                live[i]=[A, A.alloc(r), False]
+                a=spill(A, arenas.get((st,False)), r) if A.small else None
+                if a is not None: A=arenas[(st,False)]
+                else: a=A.alloc(r)
+                live[i]=[A, a, False]
             elif op=='r':
                 if st!=None: live[i][2]=True
             else:
