@@ -12,7 +12,6 @@ second pass grows (must be none). PyTorch's figures are those of one H100 call
 
     python3 bench/alloc_model/burst.py          # from the repository root, ~10 min
 """
-import bisect
 import glob
 import os
 import re
@@ -21,7 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sim  # noqa: E402
 
-MIB, PAGE = sim.MIB, sim.PAGE
+MIB = sim.MIB
 THIRD = {"bert_mlm_dynpad_fp16", "resnet34_train_with_eval", "gpt_beam_search",
          "clip_contrastive_bf16", "gru_packed_varlen_train", "vae_conv_train",
          "mlp_growing_batch_train", "dit_diffusion_bf16_ema", "two_models_serving",
@@ -41,7 +40,7 @@ def pytorch_figures(table):
 def burst_arena(window, cap):
     class Burst(sim.Arena):
         allocs = 0
-        last_growth = -10**9
+        last_growth_at = -10**9
 
         def alloc(self, r):
             self.allocs += 1
@@ -52,29 +51,21 @@ def burst_arena(window, cap):
             super().free(a)
             self.run = run  # a free does not end a burst
 
-        def grow(self, need_total):
+        def min_step(self):
             if self.small:
-                return super().grow(need_total)
-            w = self.wild()
-            have = self.blocks[w][0] if w is not None else 0
-            need = -(-(need_total - have) // PAGE) * PAGE
-            if self.allocs - self.last_growth > window:
+                return super().min_step()
+            if self.allocs - self.last_growth_at > window:
                 self.run = None
             step = max(20 * MIB, self.mapped // 128)
             if self.run is not None:
                 step = max(step, min(self.run + self.run // 4, self.mapped // 8))
-            size = -(-max(need, step) // PAGE) * PAGE
-            self.run = min(size, cap * MIB)
-            self.last_growth = self.allocs
-            self.grows += 1
-            if w is not None:
-                self.blocks[w][0] += size
-            else:
-                self.blocks[self.top] = [size, True]
-                bisect.insort(self.addrs, self.top)
-            self.top += size
-            self.mapped += size
-            self.peak = max(self.peak, self.mapped)
+            return step
+
+        def grow(self, need_total):
+            super().grow(need_total)
+            if not self.small:
+                self.run = min(self.last_growth, cap * MIB)
+                self.last_growth_at = self.allocs
     return Burst
 
 

@@ -20,12 +20,7 @@ def spill(small, large, r):
     w=large.wild()
     cands=[(sz,a) for a,sz in large.free_blocks() if a!=w and r<=sz<SPILL]
     if not cands: return None
-    sz,a=min(cands)
-    if sz-r>=512:
-        large.blocks[a]=[r,False]; large.blocks[a+r]=[sz-r,True]; bisect.insort(large.addrs,a+r)
-    else:
-        large.blocks[a][1]=False
-    return a
+    return large.take(min(cands)[1], r)
 
 class Arena:
     def __init__(s, small, pol):
@@ -40,23 +35,33 @@ class Arena:
         if not s.addrs: return None
         a=s.addrs[-1]; b=s.blocks[a]
         return a if b[1] and a+b[0]==s.top else None
+    def min_step(s):
+        """The least a growth adds (vmm::min_growth); notes a large step as the run's."""
+        if s.small: return min(max(s.mapped//2,2*MIB),8*MIB)
+        ming=max(20*MIB, s.mapped//LARGE_DIV)
+        if RUNS and s.run is not None:
+            # a run of growths (nothing freed since the last): 5/4 of the last step,
+            # up to 1/8 of the arena (vmm::min_growth)
+            ming=max(ming, min(s.run+s.run//4, s.mapped//8))
+        s.run=ming
+        return ming
     def grow(s, need_total):
         w=s.wild(); have=s.blocks[w][0] if w is not None else 0
         need=-(-(need_total-have)//PAGE)*PAGE
-        if s.small: ming=min(max(s.mapped//2,2*MIB),8*MIB)
-        else:
-            ming=max(20*MIB, s.mapped//LARGE_DIV)
-            if RUNS and s.run is not None:
-                # a run of growths (nothing freed since the last): 5/4 of the last step,
-                # up to 1/8 of the arena (vmm::min_growth)
-                ming=max(ming, min(s.run+s.run//4, s.mapped//8))
-            s.run=ming
-        size=-(-max(need,ming)//PAGE)*PAGE
-        s.grows+=1
+        size=-(-max(need,s.min_step())//PAGE)*PAGE
+        s.grows+=1; s.last_growth=size
         if w is not None: s.blocks[w][0]+=size
         else:
             s.blocks[s.top]=[size,True]; bisect.insort(s.addrs,s.top)
         s.top+=size; s.mapped+=size; s.peak=max(s.peak,s.mapped)
+    def take(s, a, r, end='low'):
+        """Allocates `r` bytes of the free block at `a`, split off its low or high end."""
+        sz=s.blocks[a][0]
+        if sz-r>=512:
+            if end=='low':
+                s.blocks[a]=[r,False]; s.blocks[a+r]=[sz-r,True]; bisect.insort(s.addrs,a+r); return a
+            s.blocks[a]=[sz-r,True]; s.blocks[a+sz-r]=[r,False]; bisect.insort(s.addrs,a+sz-r); return a+sz-r
+        s.blocks[a][1]=False; return a
     def alloc(s, r):
         w=s.wild()
         cands=[(sz,a) for a,sz in s.free_blocks() if a!=w and sz>=r]
@@ -64,14 +69,7 @@ class Arena:
         if choice is None:
             if w is None or s.blocks[w][0]<r: s.grow(r); w=s.wild()
             choice=(w,'low')
-        a,end=choice
-        sz=s.blocks[a][0]
-        if sz-r>=512:
-            if end=='low':
-                s.blocks[a]=[r,False]; s.blocks[a+r]=[sz-r,True]; bisect.insort(s.addrs,a+r); return a
-            else:
-                s.blocks[a]=[sz-r,True]; s.blocks[a+sz-r]=[r,False]; bisect.insort(s.addrs,a+sz-r); return a+sz-r
-        s.blocks[a][1]=False; return a
+        return s.take(choice[0], r, choice[1])
     def free(s, a):
         s.run=None
         s.blocks[a][1]=True
