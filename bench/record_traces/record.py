@@ -31,8 +31,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import workloads  # noqa: E402
 import workloads_more  # noqa: E402
 import workloads_third  # noqa: E402
+import workloads_fourth  # noqa: E402
 
-WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS, **workloads_third.WORKLOADS}
+WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS, **workloads_third.WORKLOADS,
+             **workloads_fourth.WORKLOADS}
 
 
 def convert(events):

@@ -32,8 +32,8 @@ fn all_traces() -> Vec<(String, Trace)> {
         .collect();
     names.sort();
     assert!(
-        names.len() >= 35,
-        "the corpus has {} traces: expected the 3 shared ones, 29 recorded and 3 of the GPT example",
+        names.len() >= 43,
+        "the corpus has {} traces: expected the 3 shared ones, 37 recorded and 3 of the GPT example",
         names.len()
     );
     names
@@ -205,16 +205,20 @@ fn peak_reserved_stays_near_or_below_pytorch() {
     );
 }
 
-/// Traces of the third corpus (recorded after the policy was set, held out from it) on
-/// which gpuscope makes more device allocations than PyTorch did, and how many it makes:
-/// PyTorch's default allocator reserved more memory early (1,264 against 1,064 MiB and
-/// 6,906 against 6,132 MiB), and later steps found it cached where gpuscope's tighter
-/// arena grows. Growth steps that fix both (growing by 5/4 of the last step in any
-/// burst of growths) move reserved memory up or down by up to 130 MiB on other traces
-/// without a gain on the held-out ones (BENCHMARKS.md, "A third corpus, held out"). The
-/// figure is pinned, so that a change either way updates this list.
-const MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH: &[(&str, u64)] =
-    &[("bert_mlm_dynpad_fp16.csv", 78), ("vae_conv_train.csv", 37)];
+/// Traces of the third and fourth corpora (recorded after the policy was set, held out
+/// from it) on which gpuscope makes more device allocations than PyTorch did, and how
+/// many it makes: PyTorch's default allocator reserved more memory early (1,264 against
+/// 1,064 MiB, 6,906 against 6,132 and 2,542 against 1,764), and later steps found it
+/// cached where gpuscope's tighter arena grows. Growth steps that fix the first two
+/// (growing by 5/4 of the last step in any burst of growths, or while the arena's live
+/// memory only grows) move reserved memory up or down on other traces and do not fix
+/// the third (BENCHMARKS.md, "A third corpus, held out" and "A fourth corpus, held
+/// out"). The figure is pinned, so that a change either way updates this list.
+const MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH: &[(&str, u64)] = &[
+    ("bert_mlm_dynpad_fp16.csv", 78),
+    ("superres_randcrop_train.csv", 48),
+    ("vae_conv_train.csv", 37),
+];
 
 /// Device allocations (`cuMemCreate`) stay at most PyTorch's (`cudaMalloc`) when the
 /// trace was recorded, but on the traces listed above: large arenas grow by 20 MiB or

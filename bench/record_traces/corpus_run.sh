@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The GPU-machine call that records one corpus of workloads and replays it, before any
+# change, through gpuscope and PyTorch. From the repository root, with a release build
+# of the gpuscope command:
+#   bash bench/record_traces/corpus_run.sh WORKLOADS_FILE GPUSCOPE_BINARY OUT_DIR [REPEATS]
+# WORKLOADS_FILE: workloads_third.py, workloads_fourth.py, ... (its WORKLOADS names).
+# Writes OUT_DIR/traces/ (NAME.csv, NAME.json, record.log), OUT_DIR/cmp/ (the
+# comparison of compare_torch.sh on the new traces) and, with ALL_TIMEOUT=SECONDS set,
+# OUT_DIR/cmp_all/ (the same on every trace of tests/data/traces/ and the new ones,
+# cut off after that long).
+set -uo pipefail
+file=$1
+bin=$2
+out=$3
+repeats=${4:-3}
+here=$(cd "$(dirname "$0")" && pwd)
+names=$(cd "$here" && python3 -c 'import ast, sys
+for n in ast.parse(open(sys.argv[1]).read()).body:
+    if isinstance(n, ast.Assign) and n.targets[0].id == "WORKLOADS":
+        print(" ".join(k.value for k in n.value.keys))' "$file")
+start=$SECONDS
+# shellcheck disable=SC2086
+bash "$here/record_all.sh" "$out/traces" $names
+echo "recorded in $((SECONDS - start)) s"
+new=("$out"/traces/*.csv)
+REPEATS=$repeats bash "$here/../compare_torch.sh" "$bin" "$out/cmp" "${new[@]}" > /dev/null
+echo "corpus compared at $((SECONDS - start)) s"
+if [[ -n ${ALL_TIMEOUT:-} ]]; then
+  REPEATS=$repeats timeout "$ALL_TIMEOUT" bash "$here/../compare_torch.sh" "$bin" "$out/cmp_all" \
+    tests/data/traces/*.csv "${new[@]}" > /dev/null || echo "full comparison cut off"
+  echo "all compared at $((SECONDS - start)) s"
+fi
