@@ -302,9 +302,10 @@ fn every_driver_call_of_a_step_can_fail_on_virtual_memory() {
     eprintln!("{runs} faulty steps on virtual memory");
 }
 
-/// Allocates 4 MiB on `a`, uses it on `b`, and frees it with the event record and the
-/// stream synchronisation that replaces it both failing. Returns the block's address
-/// and the free's error.
+/// Allocates 4 MiB on `a`, uses it on `b` (work still queued there) and frees it (no
+/// driver call: the next allocation's poll asks `b`); that poll then meets the event
+/// record, the stream synchronisation that replaces it and the record's retry all
+/// failing. Returns the block's address and the error of that allocation.
 fn free_with_double_fault(
     dev: &TestBackend,
     alloc: &CachingAllocator,
@@ -316,23 +317,27 @@ fn free_with_double_fault(
 ) {
     let x = alloc.allocate(4 << 20, a).unwrap();
     alloc.record_stream(&x, b).unwrap();
-    dev.fail_call(Call::RecordEvent, 1);
-    dev.fail_call(Call::SyncStream, 1);
+    dev.launch(b, x.addr(), x.size()).unwrap();
     let addr = x.addr();
-    (addr, alloc.free(x).unwrap_err())
+    alloc.free(x).unwrap();
+    dev.fail_call(Call::RecordEvent, 1);
+    dev.fail_call(Call::RecordEvent, 2);
+    dev.fail_call(Call::SyncStream, 1);
+    (addr, alloc.allocate(1 << 20, a).unwrap_err())
 }
 
 /// A free after `record_stream` whose event cannot be recorded and whose stream cannot
-/// be synchronised either (two faults at once): the free reports the error, the block
-/// keeps waiting for the other stream (its memory is not reused while that stream's
-/// work may still read it), a later poll records the event once the driver recovers,
-/// and the block comes back when the stream's work completes.
+/// be synchronised either (two faults at once, then the retry failing too): the poll
+/// that met them reports the error, the block keeps waiting for the other stream (its
+/// memory is not reused while that stream's work may still read it), a later poll
+/// records the event once the driver recovers, and the block comes back when the
+/// stream's work completes.
 #[test]
 fn a_free_that_can_neither_record_nor_synchronise_keeps_waiting() {
     let (dev, alloc, [a, b]) = vm_device();
     let (x_addr, err) = free_with_double_fault(&dev, &alloc, a, b);
     assert!(err.to_string().contains("injected fault"), "{err}");
-    assert_eq!(dev.faults_injected(), 2);
+    assert_eq!(dev.faults_injected(), 3);
     alloc.check_invariants().unwrap();
     let s = alloc.stats();
     assert_eq!(s.allocated_bytes.all.current, 0, "the free is counted");

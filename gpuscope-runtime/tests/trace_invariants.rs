@@ -121,6 +121,45 @@ fn invariants_hold_through_every_trace_with_plain_segments() {
     }
 }
 
+/// The stream queries of a warm pass for cross-stream frees: the frees of blocks used
+/// on other streams are sealed at the next allocation, one query per stream they wait
+/// for (what the trace leaves live is freed at the end of a pass and sealed by the
+/// next pass's first allocation).
+fn warm_seals(t: &Trace) -> u64 {
+    let mut batch = std::collections::BTreeSet::new();
+    let mut count = 0;
+    for pass in 0..2 {
+        let mut uses: std::collections::HashMap<u64, (u32, Vec<u32>)> = Default::default();
+        for op in t.ops() {
+            match *op {
+                TraceOp::Alloc { id, stream, .. } => {
+                    if pass == 1 {
+                        count += batch.len() as u64;
+                    }
+                    batch.clear();
+                    uses.insert(id, (stream, Vec::new()));
+                }
+                TraceOp::RecordStream { id, stream } => {
+                    if let Some((own, others)) = uses.get_mut(&id) {
+                        if stream != *own {
+                            others.push(stream);
+                        }
+                    }
+                }
+                TraceOp::Free { id } => {
+                    if let Some((_, others)) = uses.remove(&id) {
+                        batch.extend(others);
+                    }
+                }
+            }
+        }
+        for (_, (_, others)) in uses.drain() {
+            batch.extend(others);
+        }
+    }
+    count
+}
+
 /// With virtual memory (the default). Plain segments follow PyTorch's own policy,
 /// which can still grow in a warm pass (it does on `gpt_generate_kvcache`).
 #[test]
@@ -144,14 +183,19 @@ fn warm_passes_make_no_driver_calls_and_ten_passes_are_alike() {
                 r.passes[1].peak_reserved, r.peak_reserved,
                 "{name} ({config:?}): a warm pass reserved less than the cold one"
             );
-            let records = t
+            let record_streams = t
                 .ops()
                 .iter()
                 .filter(|o| matches!(o, TraceOp::RecordStream { .. }))
                 .count() as u64;
+            let seals = warm_seals(&t);
+            assert!(seals <= record_streams);
+            let calls = r.passes[1].calls;
             assert_eq!(
-                r.passes[1].calls.event_records, records,
-                "{name}: one event per record_stream"
+                (calls.stream_queries, calls.event_records),
+                (seals, 0),
+                "{name}: one stream query per stream for the frees between two allocations \
+                 ({record_streams} record_stream ops), and no event on the idle streams"
             );
             assert!(r.cold_calls().allocs > 0, "{name}: the cold pass grew");
         }

@@ -134,7 +134,10 @@ impl CachingAllocator {
     }
 
     /// Frees a block. Memory other streams used (see [`Self::record_stream`]) is reused
-    /// only after those streams' work queued so far has completed.
+    /// only after those streams' work queued before the next allocation has completed:
+    /// the free makes no driver call, and that allocation asks each such stream once for
+    /// all the frees since the last (an idle stream gives the blocks back at once; a busy
+    /// one gets one event, polled on later allocations).
     #[inline]
     pub fn free(&self, block: RawBlock) -> Result<(), AllocError> {
         self.check_owner(&block)?;
@@ -153,8 +156,9 @@ impl CachingAllocator {
     }
 
     /// Notes that `block` is used on `stream` too: when it is freed, it is reused only
-    /// after the work queued on `stream` by then has completed (PyTorch's
-    /// `Tensor.record_stream`).
+    /// after the work queued on `stream` by the next allocation has completed (PyTorch's
+    /// `Tensor.record_stream`, which records an event at the free itself: work queued
+    /// between the free and the next allocation can only delay the reuse here).
     pub fn record_stream(&self, block: &RawBlock, stream: StreamId) -> Result<(), AllocError> {
         self.check_owner(block)?;
         self.lock()

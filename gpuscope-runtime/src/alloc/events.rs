@@ -1,6 +1,15 @@
 //! Cross-stream frees: a block that other streams used (`record_stream`) is freed
-//! only once an event recorded on each of those streams at free time has completed.
-//! Nothing here ever waits for a whole device; the hot path only queries events.
+//! only once the work queued on each of those streams before its free has completed.
+//! Nothing here ever waits for a whole device; the hot path only queries.
+//!
+//! A free makes no driver call: it notes the streams the block waits for, and the next
+//! allocation (or anything that needs the memory) seals the frees noted since the last
+//! one, stream by stream ([`PendingFrees::seal`]): a stream that has finished its work
+//! gives its blocks back at once; for a busy one, one event is recorded for all of them,
+//! and later polls query it. An event recorded after the frees still comes after every
+//! piece of work queued before them, so it guards their blocks as well; the frees of a
+//! layer's weights or of a gradient bucket then cost one query, or one record, per
+//! stream, not one record per block.
 
 use std::collections::VecDeque;
 
@@ -8,11 +17,14 @@ use crate::backend::{Backend, BackendError, EventId, StreamId};
 
 use super::stats::MemoryStats;
 
-/// One outstanding event and the block waiting for it.
+/// One block waiting for an outstanding event (several blocks may share one).
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Pending {
     pub event: EventId,
     pub block: u32,
+    /// The last of the blocks queued behind `event`: taking it returns the event to the
+    /// pool.
+    pub last: bool,
 }
 
 /// Outstanding events, in record order per stream, and a pool of idle events. Only
@@ -25,6 +37,8 @@ pub(crate) struct PendingFrees {
     active: Vec<u32>,
     count: usize,
     idle_events: Vec<EventId>,
+    /// Frees not sealed yet ([`Self::seal`]), in free order. Counted in `count`.
+    unsealed: Vec<(StreamId, u32)>,
     /// Frees that got neither an event nor a synchronisation of one of their streams
     /// (both driver calls failed): each poll tries to record their event again, and
     /// [`Self::take_all`] synchronises their stream. Counted in `count`.
@@ -32,24 +46,61 @@ pub(crate) struct PendingFrees {
 }
 
 impl PendingFrees {
-    /// Whether any event is outstanding.
+    /// Whether no free is waiting.
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
 
-    /// Records an event on `stream` for `block`.
-    pub fn record(
+    /// Notes that `block` waits for the work queued on `stream` until now, until the
+    /// next [`Self::seal`].
+    pub fn add(&mut self, stream: StreamId, block: u32) {
+        self.unsealed.push((stream, block));
+        self.count += 1;
+    }
+
+    /// Seals the frees noted since the last seal, stream by stream: when the stream has
+    /// finished all its work (one `cuStreamQuery`), its blocks go to `done`; otherwise
+    /// one event is recorded on it and they wait behind it. The frees of a stream whose
+    /// event could not be recorded go to `failed`, for the caller's fallback. Neither
+    /// `done` nor `failed` is counted here any more.
+    pub fn seal(
         &mut self,
         backend: &dyn Backend,
-        stream: StreamId,
-        block: u32,
         stats: &mut MemoryStats,
-    ) -> Result<(), BackendError> {
-        let event = self.record_event(backend, stream, stats)?;
-        self.push(stream, Pending { event, block });
-        self.count += 1;
-        Ok(())
+        done: &mut Vec<u32>,
+        failed: &mut Vec<(StreamId, u32)>,
+    ) {
+        if self.unsealed.is_empty() {
+            return;
+        }
+        let mut batch = std::mem::take(&mut self.unsealed);
+        // Stable: a stream's frees keep their order.
+        batch.sort_by_key(|&(stream, _)| stream.0);
+        for group in batch.chunk_by(|a, b| a.0 == b.0) {
+            let stream = group[0].0;
+            stats.num_stream_queries += 1;
+            // A query that fails counts as a busy stream: the event decides.
+            if let Ok(true) = backend.query_stream(stream) {
+                self.count -= group.len();
+                done.extend(group.iter().map(|&(_, block)| block));
+                continue;
+            }
+            match self.record_event(backend, stream, stats) {
+                Ok(event) => {
+                    for (i, &(_, block)) in group.iter().enumerate() {
+                        let last = i + 1 == group.len();
+                        self.push(stream, Pending { event, block, last });
+                    }
+                }
+                Err(_) => {
+                    self.count -= group.len();
+                    failed.extend_from_slice(group);
+                }
+            }
+        }
+        batch.clear();
+        self.unsealed = batch;
     }
 
     /// Keeps `block` waiting for `stream` when neither an event could be recorded on it
@@ -99,7 +150,8 @@ impl PendingFrees {
             match self.record_event(backend, stream, stats) {
                 Ok(event) => {
                     self.unfenced.swap_remove(i);
-                    self.push(stream, Pending { event, block });
+                    let last = true;
+                    self.push(stream, Pending { event, block, last });
                 }
                 Err(_) => i += 1,
             }
@@ -115,6 +167,7 @@ impl PendingFrees {
         out: &mut Vec<u32>,
         stats: &mut MemoryStats,
     ) -> Result<(), BackendError> {
+        debug_assert!(self.unsealed.is_empty(), "frees not sealed before polling");
         if !self.unfenced.is_empty() {
             self.retry_unfenced(backend, stats);
         }
@@ -132,6 +185,7 @@ impl PendingFrees {
         out: &mut Vec<u32>,
         stats: &mut MemoryStats,
     ) -> Result<(), BackendError> {
+        debug_assert!(self.unsealed.is_empty(), "frees not sealed before waiting");
         let drained = self.drain(out, |p| {
             stats.num_event_syncs += 1;
             backend.synchronize_event(p.event).map(|()| true)
@@ -160,9 +214,9 @@ impl PendingFrees {
     /// completed; stops at the first error (what was taken so far stays taken).
     ///
     /// A stream's events complete in the order they were recorded, so the last one
-    /// is asked first: when it has completed, the whole queue goes with one call (the
-    /// frees of a gradient bucket or a layer, freed together, cost one query, not one
-    /// each); otherwise the queue is walked from the front.
+    /// is asked first: when it has completed, the whole queue goes with one call;
+    /// otherwise the queue is walked from the front. Blocks behind one event (the frees
+    /// of a gradient bucket or a layer) are answered by one call.
     fn drain(
         &mut self,
         out: &mut Vec<u32>,
@@ -172,10 +226,15 @@ impl PendingFrees {
         let mut result = Ok(());
         while i < self.active.len() {
             let q = &mut self.queues[self.active[i] as usize];
-            // Whether the last event has completed, when it was asked.
+            let (front, back) = match (q.front(), q.back()) {
+                (Some(f), Some(b)) => (*f, *b),
+                _ => unreachable!("an active queue is not empty"),
+            };
+            // Whether the last event has completed, when it was asked (only when the
+            // queue holds more than one event).
             let mut last = None;
-            if q.len() > 1 {
-                match done(q.back().expect("a queue of two or more")) {
+            if front.event != back.event {
+                match done(&back) {
                     Ok(finished) => last = Some(finished),
                     Err(e) => {
                         result = Err(e);
@@ -183,12 +242,13 @@ impl PendingFrees {
                     }
                 }
             }
+            // The event of the blocks taken last, known to have completed.
+            let mut completed: Option<EventId> = None;
             while let Some(p) = q.front() {
-                if last == Some(false) && q.len() == 1 {
-                    break; // the last event, known not to have completed
-                }
                 let finished = match last {
                     Some(true) => Ok(true),
+                    _ if completed == Some(p.event) => Ok(true),
+                    Some(false) if p.event == back.event => Ok(false),
                     _ => done(p),
                 };
                 match finished {
@@ -199,8 +259,11 @@ impl PendingFrees {
                         break;
                     }
                 }
+                completed = Some(p.event);
                 out.push(p.block);
-                self.idle_events.push(p.event);
+                if p.last {
+                    self.idle_events.push(p.event);
+                }
                 q.pop_front();
                 self.count -= 1;
             }
@@ -228,6 +291,27 @@ impl PendingFrees {
 mod tests {
     use super::*;
     use crate::alloc::test_support::manual;
+    use crate::backend::test::{Call, TestBackend};
+
+    /// Seals what was noted; asserts nothing failed and returns the blocks given back.
+    fn seal(p: &mut PendingFrees, dev: &TestBackend, stats: &mut MemoryStats) -> Vec<u32> {
+        let (mut done, mut failed) = (Vec::new(), Vec::new());
+        p.seal(dev, stats, &mut done, &mut failed);
+        assert!(failed.is_empty());
+        done
+    }
+
+    /// A free on `s`, busy, sealed at once: its own event.
+    fn record(
+        p: &mut PendingFrees,
+        dev: &TestBackend,
+        s: StreamId,
+        block: u32,
+        stats: &mut MemoryStats,
+    ) {
+        p.add(s, block);
+        assert!(seal(p, dev, stats).is_empty(), "stream {s} is idle");
+    }
 
     /// The frees of a bucket, all behind one completed point of a stream: one query
     /// gives back every block (and one synchronisation waits for all).
@@ -236,8 +320,10 @@ mod tests {
         let (dev, s) = manual();
         let mut stats = MemoryStats::default();
         let mut p = PendingFrees::default();
+        let x = dev.malloc(4096).unwrap();
+        dev.launch(s, x, 4096).unwrap();
         for block in 0..10 {
-            p.record(&dev, s, block, &mut stats).unwrap();
+            record(&mut p, &dev, s, block, &mut stats);
         }
         dev.complete_stream(s);
         let mut out = Vec::new();
@@ -246,10 +332,9 @@ mod tests {
         assert_eq!(stats.num_event_queries, 1);
         assert!(p.is_empty());
 
-        let x = dev.malloc(4096).unwrap();
         for block in 0..10 {
             dev.launch(s, x, 4096).unwrap();
-            p.record(&dev, s, block, &mut stats).unwrap();
+            record(&mut p, &dev, s, block, &mut stats);
         }
         out.clear();
         p.take_all(&dev, &mut out, &mut stats).unwrap();
@@ -266,7 +351,7 @@ mod tests {
         let x = dev.malloc(4096).unwrap();
         for block in 0..3 {
             dev.launch(s, x, 4096).unwrap();
-            p.record(&dev, s, block, &mut stats).unwrap();
+            record(&mut p, &dev, s, block, &mut stats);
         }
         dev.complete_steps(s, 4); // two launches, two events
 
@@ -279,6 +364,79 @@ mod tests {
         out.clear();
         p.take_completed(&dev, &mut out, &mut stats).unwrap();
         assert_eq!((out.as_slice(), stats.num_event_queries), (&[2][..], 4));
+        assert!(p.is_empty());
+    }
+
+    /// Frees noted between two seals share one event per busy stream, recorded after the
+    /// last of them (so work queued between the frees is covered too), and one query
+    /// answers for all; an idle stream gives its blocks back at the seal, without an event.
+    #[test]
+    fn a_seal_asks_each_stream_once() {
+        let (dev, s) = manual();
+        let (t, u) = (dev.create_stream().unwrap(), dev.create_stream().unwrap());
+        let mut stats = MemoryStats::default();
+        let mut p = PendingFrees::default();
+        let x = dev.malloc(4096).unwrap();
+        dev.launch(t, x, 4096).unwrap();
+        p.add(s, 0);
+        p.add(t, 1);
+        dev.launch(s, x, 4096).unwrap(); // queued after the first free: waited for too
+        p.add(s, 2);
+        p.add(t, 2); // a block used on two streams waits for both
+        p.add(u, 3); // u has nothing queued
+        assert_eq!(seal(&mut p, &dev, &mut stats), [3], "u is idle");
+        assert_eq!((stats.num_stream_queries, stats.num_event_records), (3, 2));
+
+        let mut out = Vec::new();
+        dev.complete_stream(t);
+        p.take_completed(&dev, &mut out, &mut stats).unwrap();
+        assert_eq!(out, [1, 2], "t's frees; s's wait for the launch");
+        dev.complete_stream(s);
+        out.clear();
+        p.take_completed(&dev, &mut out, &mut stats).unwrap();
+        assert_eq!(out, [0, 2]);
+        assert!(p.is_empty());
+        assert_eq!(stats.num_event_queries, 3, "s before and after, t once");
+
+        // Each shared event went back to the pool once: two seals reuse them.
+        let created = dev.calls()[&Call::CreateEvent];
+        dev.launch(s, x, 4096).unwrap();
+        record(&mut p, &dev, s, 4, &mut stats);
+        record(&mut p, &dev, s, 5, &mut stats);
+        assert_eq!(dev.calls()[&Call::CreateEvent], created);
+        out.clear();
+        p.take_all(&dev, &mut out, &mut stats).unwrap();
+        assert_eq!((out.as_slice(), stats.num_event_syncs), (&[4, 5][..], 1));
+    }
+
+    /// A busy stream whose event cannot be recorded hands its frees back, in order, no
+    /// longer counted; a stream that cannot be queried counts as busy.
+    #[test]
+    fn a_failed_record_hands_the_frees_back() {
+        let (dev, s) = manual();
+        let mut stats = MemoryStats::default();
+        let mut p = PendingFrees::default();
+        let x = dev.malloc(4096).unwrap();
+        dev.launch(s, x, 4096).unwrap();
+        p.add(s, 4);
+        p.add(s, 5);
+        dev.fail_call(Call::RecordEvent, 1);
+        let (mut done, mut failed) = (Vec::new(), Vec::new());
+        p.seal(&dev, &mut stats, &mut done, &mut failed);
+        assert_eq!((done, failed), (vec![], vec![(s, 4), (s, 5)]));
+        assert!(p.is_empty());
+
+        dev.complete_stream(s);
+        p.add(s, 6);
+        dev.fail_call(Call::QueryStream, 1);
+        assert!(
+            seal(&mut p, &dev, &mut stats).is_empty(),
+            "an event instead"
+        );
+        dev.complete_stream(s);
+        let mut out = Vec::new();
+        p.take_completed(&dev, &mut out, &mut stats).unwrap();
+        assert_eq!(out, [6]);
         assert!(p.is_empty());
     }
 }

@@ -36,8 +36,10 @@
 //!    proportional and growing steps keep the number of device allocations logarithmic
 //!    in the pool's size, for at most one step of it unused.
 //! 3. `free` merges with free neighbours and never gives memory back; a block used on
-//!    other streams (`record_stream`) returns to its pool once their events, polled on
-//!    `allocate`, complete.
+//!    other streams (`record_stream`) returns to its pool once their work is done: the
+//!    next `allocate` asks each such stream once for all the frees since the last (an
+//!    idle stream gives them back at once, a busy one gets one event, polled on later
+//!    allocations).
 //! 4. Memory goes back, as whole chunks inside free blocks, only on `empty_cache`, past
 //!    a `garbage_collection_threshold`, or when the device or the cap refuses a growth;
 //!    then memory that needs no wait goes first, memory behind an outstanding fence

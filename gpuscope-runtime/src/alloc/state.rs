@@ -4,8 +4,10 @@
 //! * malloc: process completed cross-stream events, round the size, take the best-fitting
 //!   free block of the stream's pool and split it; when none fits, grow (see
 //!   `memory`).
-//! * free: a block other streams used waits for events recorded on those streams; any
-//!   other merges with its free neighbours at once and returns to its pool. Every free
+//! * free: a block other streams used waits for the work queued on those streams before
+//!   it (the next malloc asks each such stream once for all the frees since the last:
+//!   `events`); any other merges with its free neighbours at once and returns to its
+//!   pool. Every free
 //!   stamps the block (`freed_at`) and its stream (for fences) with a new tick.
 //!
 //! Segment and chunk management lives in `memory` and `vmm`, reports and checks in
@@ -357,28 +359,42 @@ impl AllocState {
             None => Vec::new(),
         };
         self.slab.get_mut(index).state = BlockState::PendingFree;
-        let mut waits = 0;
-        let mut result = Ok(());
-        for s in streams {
-            if self
-                .pending
-                .record(&*self.backend, s, index, &mut self.stats)
-                .is_ok()
-            {
-                waits += 1;
-                continue;
-            }
-            // Without an event, wait for the stream instead: slower, still correct.
-            if let Err(e) = self.sync_stream(s) {
-                // Neither: the block keeps waiting for `s`, and later polls retry.
-                self.pending.defer(s, index);
-                waits += 1;
-                result = Err(e.into());
-            }
+        // No driver call here: the next poll (`seal_frees`) asks each stream once for
+        // every such free since the last.
+        for &s in &streams {
+            self.pending.add(s, index);
         }
-        self.note_pending(index, waits);
-        if waits == 0 {
+        self.note_pending(index, streams.len() as u32);
+        if streams.is_empty() {
             self.free_block(index);
+        }
+        Ok(())
+    }
+
+    /// Seals the cross-stream frees noted since the last poll (`PendingFrees::seal`):
+    /// the blocks of idle streams come back now; a busy stream whose event cannot be
+    /// recorded is waited for instead (slower, still correct), and when that fails too,
+    /// its frees keep waiting and later polls retry them (the error is returned).
+    fn seal_frees(&mut self) -> Result<(), BackendError> {
+        let (mut done, mut failed) = (Vec::new(), Vec::new());
+        self.pending
+            .seal(&*self.backend, &mut self.stats, &mut done, &mut failed);
+        self.finish_pending(&done);
+        let mut result = Ok(());
+        for group in failed.chunk_by(|a, b| a.0 == b.0) {
+            let stream = group[0].0;
+            match self.sync_stream(stream) {
+                Ok(()) => {
+                    let blocks: Vec<u32> = group.iter().map(|&(_, b)| b).collect();
+                    self.finish_pending(&blocks);
+                }
+                Err(e) => {
+                    for &(s, block) in group {
+                        self.pending.defer(s, block);
+                    }
+                    result = Err(e);
+                }
+            }
         }
         result
     }
@@ -486,6 +502,7 @@ impl AllocState {
     }
 
     fn process_events(&mut self) -> Result<(), BackendError> {
+        let sealed = self.seal_frees();
         let mut done = std::mem::take(&mut self.scratch);
         done.clear();
         let result = self
@@ -493,7 +510,7 @@ impl AllocState {
             .take_completed(&*self.backend, &mut done, &mut self.stats);
         self.finish_pending(&done);
         self.scratch = done;
-        result
+        sealed.and(result)
     }
 
     /// Waits for every outstanding event and frees the blocks they held.
@@ -502,12 +519,13 @@ impl AllocState {
             return Ok(());
         }
         self.stats.num_sync_all_streams += 1;
+        let sealed = self.seal_frees();
         let mut done = Vec::new();
         let result = self
             .pending
             .take_all(&*self.backend, &mut done, &mut self.stats);
         self.finish_pending(&done);
-        result
+        sealed.and(result)
     }
 
     fn finish_pending(&mut self, blocks: &[u32]) {

@@ -172,11 +172,16 @@ pub struct MemoryStats {
     /// out-of-memory path and in `empty_cache`.
     pub num_event_syncs: u64,
     /// Events recorded (`cuEventRecord`): frees of blocks used on other streams
-    /// (`record_stream`), and fences.
+    /// (`record_stream`), one per stream still busy for the frees since the last
+    /// allocation, and fences.
     pub num_event_records: u64,
     /// Events queried (`cuEventQuery`), never blocking: pending cross-stream frees
     /// polled on `allocate`, and fences polled before memory goes back.
     pub num_event_queries: u64,
+    /// Streams queried (`cuStreamQuery`), never blocking: on `allocate`, once per
+    /// stream that blocks freed since the last allocation were used on; an idle stream
+    /// gives them back without an event.
+    pub num_stream_queries: u64,
     /// Fences recorded on streams (`record_fence`, at scope exit).
     pub num_fences: u64,
     /// Times the allocator waited for a fence's event (rather than the whole stream)
@@ -217,11 +222,13 @@ pub struct DriverCalls {
     pub event_records: u64,
     /// `cuEventQuery`.
     pub event_queries: u64,
+    /// `cuStreamQuery`.
+    pub stream_queries: u64,
 }
 
 impl DriverCalls {
     /// Each kind with its name, in a fixed order (for tables and JSON).
-    pub fn named(&self) -> [(&'static str, u64); 10] {
+    pub fn named(&self) -> [(&'static str, u64); 11] {
         [
             ("allocs", self.allocs),
             ("frees", self.frees),
@@ -233,6 +240,7 @@ impl DriverCalls {
             ("event_syncs", self.event_syncs),
             ("event_records", self.event_records),
             ("event_queries", self.event_queries),
+            ("stream_queries", self.stream_queries),
         ]
     }
 
@@ -247,7 +255,8 @@ impl DriverCalls {
     }
 
     /// The calls that change memory or wait: allocations, frees, maps, unmaps, access
-    /// changes, reservations and synchronisations (event records and queries left out).
+    /// changes, reservations and synchronisations (event records and event and stream
+    /// queries left out).
     pub fn memory_and_waits(&self) -> u64 {
         self.allocs
             + self.frees
@@ -274,6 +283,7 @@ impl std::ops::Sub for DriverCalls {
             event_syncs: self.event_syncs - o.event_syncs,
             event_records: self.event_records - o.event_records,
             event_queries: self.event_queries - o.event_queries,
+            stream_queries: self.stream_queries - o.stream_queries,
         }
     }
 }
@@ -292,6 +302,7 @@ impl std::ops::Add for DriverCalls {
             event_syncs: self.event_syncs + o.event_syncs,
             event_records: self.event_records + o.event_records,
             event_queries: self.event_queries + o.event_queries,
+            stream_queries: self.stream_queries + o.stream_queries,
         }
     }
 }
@@ -321,6 +332,7 @@ impl MemoryStats {
             event_syncs: self.num_event_syncs,
             event_records: self.num_event_records,
             event_queries: self.num_event_queries,
+            stream_queries: self.num_stream_queries,
         }
     }
 
@@ -355,6 +367,7 @@ impl MemoryStats {
         self.num_event_syncs = 0;
         self.num_event_records = 0;
         self.num_event_queries = 0;
+        self.num_stream_queries = 0;
         self.num_fences = 0;
         self.num_fence_waits = 0;
     }
@@ -438,6 +451,7 @@ impl MemoryStats {
             ("num_event_syncs", self.num_event_syncs),
             ("num_event_records", self.num_event_records),
             ("num_event_queries", self.num_event_queries),
+            ("num_stream_queries", self.num_stream_queries),
             ("num_fences", self.num_fences),
             ("num_fence_waits", self.num_fence_waits),
         ] {

@@ -53,13 +53,15 @@ pub enum Call {
     StreamWait,
     /// `synchronize_stream` and `synchronize_device`.
     SyncStream,
+    /// `query_stream`.
+    QueryStream,
     /// The copies and `memset`.
     Copy,
 }
 
 impl Call {
     /// Every kind.
-    pub const ALL: [Call; 13] = [
+    pub const ALL: [Call; 14] = [
         Call::Allocate,
         Call::Free,
         Call::ReserveAddress,
@@ -72,6 +74,7 @@ impl Call {
         Call::SyncEvent,
         Call::StreamWait,
         Call::SyncStream,
+        Call::QueryStream,
         Call::Copy,
     ];
 
@@ -89,6 +92,7 @@ impl Call {
             Call::SyncEvent => "test synchronize_event",
             Call::StreamWait => "test stream_wait_event",
             Call::SyncStream => "test synchronize_stream",
+            Call::QueryStream => "test query_stream",
             Call::Copy => "test copy",
         }
     }
@@ -242,6 +246,11 @@ impl Backend for FaultyBackend {
     fn synchronize_device(&self) -> Result<(), BackendError> {
         self.enter(Call::SyncStream)?;
         self.inner.synchronize_device()
+    }
+
+    fn query_stream(&self, stream: StreamId) -> Result<bool, BackendError> {
+        self.enter(Call::QueryStream)?;
+        self.inner.query_stream(stream)
     }
 
     fn create_event(&self) -> Result<EventId, BackendError> {

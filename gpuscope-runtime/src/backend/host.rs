@@ -158,6 +158,10 @@ impl Backend for HostBackend {
         Ok(())
     }
 
+    fn query_stream(&self, stream: StreamId) -> Result<bool, BackendError> {
+        self.check_stream(stream).map(|()| true)
+    }
+
     fn create_event(&self) -> Result<EventId, BackendError> {
         Ok(EventId(self.events.fetch_add(1, Ordering::Relaxed)))
     }

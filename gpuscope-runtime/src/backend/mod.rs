@@ -203,6 +203,9 @@ pub trait Backend: Send + Sync + fmt::Debug {
     /// Blocks until all work on every stream of the device has finished.
     fn synchronize_device(&self) -> Result<(), BackendError>;
 
+    /// Whether all work queued on `stream` has finished (`cuStreamQuery`; never blocks).
+    fn query_stream(&self, stream: StreamId) -> Result<bool, BackendError>;
+
     /// Creates an event (without timing).
     fn create_event(&self) -> Result<EventId, BackendError>;
 

@@ -418,6 +418,17 @@ impl Backend for CudaBackend {
             .map_err(|e| driver("cuCtxSynchronize", e))
     }
 
+    fn query_stream(&self, stream: StreamId) -> Result<bool, BackendError> {
+        let s = self.raw_stream(stream)?;
+        self.bind()?;
+        // SAFETY: the stream is live and belongs to this context.
+        match unsafe { sys::cuStreamQuery(s) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            err => Err(driver("cuStreamQuery", DriverError(err))),
+        }
+    }
+
     fn create_event(&self) -> Result<EventId, BackendError> {
         self.bind()?;
         let event = result::event::create(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)

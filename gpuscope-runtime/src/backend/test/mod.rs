@@ -289,6 +289,15 @@ impl TestBackend {
         self.state().used
     }
 
+    /// Whether all work queued on `stream` has finished: what
+    /// [`Backend::query_stream`] answers, without counting a call or injecting a fault.
+    pub fn is_idle(&self, stream: StreamId) -> bool {
+        let st = self.state();
+        st.streams
+            .get(stream.index())
+            .is_some_and(|s| s.completed == s.issued)
+    }
+
     /// Marks all work recorded so far on `stream` as finished.
     pub fn complete_stream(&self, stream: StreamId) {
         let mut st = self.state();
@@ -452,6 +461,13 @@ impl Backend for TestBackend {
         st.streams[i].completed = st.streams[i].issued;
         st.counters.stream_syncs += 1;
         Ok(())
+    }
+
+    fn query_stream(&self, stream: StreamId) -> Result<bool, BackendError> {
+        let mut st = self.state();
+        st.faults.enter(Call::QueryStream)?;
+        let i = st.stream(stream)?;
+        Ok(st.streams[i].completed == st.streams[i].issued)
     }
 
     fn synchronize_device(&self) -> Result<(), BackendError> {

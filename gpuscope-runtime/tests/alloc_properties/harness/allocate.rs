@@ -15,6 +15,9 @@ impl Harness {
             .map(|p| p.addr)
             .collect();
         let result = self.alloc.allocate(size, stream);
+        for p in &mut self.pending {
+            p.sealed = true;
+        }
         let after = self.alloc.stats();
         if allocator_waits(&after) != allocator_waits(&before) {
             // The allocator waited for streams or fences itself (garbage collection,
@@ -173,6 +176,7 @@ impl Harness {
         let snap = self.alloc.snapshot();
         let size = locate(&snap).get(&addr).map(|(b, _)| b.size).unwrap_or(0);
         self.launch(&l.block, l.block.stream())?;
+        self.note_launch(l.block.stream());
         self.alloc
             .free(l.block)
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -199,12 +203,20 @@ impl Harness {
             self.pending.push(PendingRec {
                 addr,
                 size,
-                unsynced: if self.manual_events() {
-                    l.uses
-                } else {
-                    Vec::new()
+                // The streams with work still queued: an idle one gives the block back
+                // at the next allocation.
+                unsynced: match self.test_dev() {
+                    Some(dev) => l
+                        .uses
+                        .iter()
+                        .copied()
+                        .filter(|&u| !dev.is_idle(u))
+                        .collect(),
+                    None => Vec::new(),
                 },
                 allocator_synced: false,
+                uses: l.uses,
+                sealed: false,
             });
         }
         Ok(())

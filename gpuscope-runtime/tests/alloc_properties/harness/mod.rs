@@ -26,6 +26,12 @@ pub(crate) struct PendingRec {
     /// Whether the allocator synchronised some stream itself since the free (then the
     /// block may have been released; which stream it synchronised is not visible).
     pub(crate) allocator_synced: bool,
+    /// The other streams the block was used on.
+    pub(crate) uses: Vec<StreamId>,
+    /// Whether an allocation has come since the free: it asked the streams (an idle
+    /// one gives the block back, a busy one gets an event), so work queued on them
+    /// later no longer delays the block.
+    pub(crate) sealed: bool,
 }
 
 /// Where the allocator runs.
@@ -341,6 +347,10 @@ impl Harness {
                 r1 - r0
             );
         }
+        if recorded {
+            // The fence's event is queued work on the stream.
+            self.note_launch(stream);
+        }
         if self.manual_events() {
             let open = &mut self.fence_open[stream_no as usize];
             ensure!(
@@ -361,9 +371,23 @@ impl Harness {
         }
     }
 
+    /// Work was queued on `stream`: the frees not sealed yet that wait for it now
+    /// wait for that work too (test backend; on the host, work is done when queued).
+    pub(crate) fn note_launch(&mut self, stream: StreamId) {
+        if self.test_dev().is_none() {
+            return;
+        }
+        for p in &mut self.pending {
+            if !p.sealed && p.uses.contains(&stream) && !p.unsynced.contains(&stream) {
+                p.unsynced.push(stream);
+            }
+        }
+    }
+
     pub(crate) fn record(&mut self, live_index: usize, stream_no: u8) -> R {
         let stream = self.streams[stream_no as usize];
         self.launch(&self.live[live_index].block, stream)?;
+        self.note_launch(stream);
         let l = &mut self.live[live_index];
         self.alloc
             .record_stream(&l.block, stream)
