@@ -88,35 +88,45 @@ def bestfit(s, r, cands, w):
     if not cands: return None
     sz,a=min(cands); return (a,'low')
 
-def run(path, pol, passes=2):
+def replay(path, allocate, totals, passes=2):
+    """Replays the trace at `path` `passes` times: `allocate(stream, rounded)` places a
+    request and returns (arena, address); frees after `record_stream` complete at the
+    next allocation; what the trace leaves live is freed at the end of a pass. Returns
+    `totals()` after each pass."""
     ops=[l.split(",") for l in open(path).read().splitlines()[1:]]
-    arenas={}
-    def ar(st,small):
-        k=(st,small)
-        if k not in arenas: arenas[k]=Arena(small,pol)
-        return arenas[k]
     res=[]
     for p in range(passes):
         live={}; pending=[]
         for op,i,sz,st in ops:
             if op=='a':
-                for x in pending: x[0].free(x[1])
+                for A,a in pending: A.free(a)
                 pending=[]
-                r=r512(int(sz)); A=ar(st, r<=MIB)
-                a=spill(A, arenas.get((st,False)), r) if A.small else None
-                if a is not None: A=arenas[(st,False)]
-                else: a=A.alloc(r)
-                live[i]=[A, a, False]
+                live[i]=[*allocate(st, r512(int(sz))), False]
             elif op=='r':
-                if st!=None: live[i][2]=True
+                live[i][2]=True
             else:
                 A,a,rec=live.pop(i)
                 if rec: pending.append((A,a))
                 else: A.free(a)
-        for x in pending: x[0].free(x[1])
+        for A,a in pending: A.free(a)
         for A,a,_ in live.values(): A.free(a)
-        res.append((sum(A.peak for A in arenas.values())/MIB, sum(A.grows for A in arenas.values())))
+        res.append(totals())
     return res
+
+def peaks_and_growths(arenas):
+    """(peak reserved MiB, growths) of `arenas`, summed."""
+    return lambda: (sum(A.peak for A in arenas)/MIB, sum(A.grows for A in arenas))
+
+def run(path, pol, passes=2):
+    arenas={}
+    def allocate(st, r):
+        k=(st, r<=MIB)
+        if k not in arenas: arenas[k]=Arena(r<=MIB,pol)
+        A=arenas[k]
+        a=spill(A, arenas.get((st,False)), r) if A.small else None
+        if a is not None: return arenas[(st,False)], a
+        return A, A.alloc(r)
+    return replay(path, allocate, peaks_and_growths(arenas.values()), passes)
 
 if __name__=="__main__":
     import glob, os
@@ -129,28 +139,9 @@ if __name__=="__main__":
     print("total",tot)
 
 def run_banded(path, bandf, pol=bestfit, passes=2):
-    ops=[l.split(",") for l in open(path).read().splitlines()[1:]]
     arenas={}
-    def ar(st,r):
+    def allocate(st, r):
         k=(st,)+tuple(bandf(r))
         if k not in arenas: arenas[k]=Arena(r<=MIB,pol)
-        return arenas[k]
-    res=[]
-    for p in range(passes):
-        live={}; pending=[]
-        for op,i,sz,st in ops:
-            if op=='a':
-                for x in pending: x[0].free(x[1])
-                pending=[]
-                r=r512(int(sz)); A=ar(st, r)
-                live[i]=[A, A.alloc(r), False]
-            elif op=='r':
-                live[i][2]=True
-            else:
-                A,a,rec=live.pop(i)
-                if rec: pending.append((A,a))
-                else: A.free(a)
-        for x in pending: x[0].free(x[1])
-        for A,a,_ in live.values(): A.free(a)
-        res.append((sum(A.peak for A in arenas.values())/MIB, sum(A.grows for A in arenas.values())))
-    return res
+        return arenas[k], arenas[k].alloc(r)
+    return replay(path, allocate, peaks_and_growths(arenas.values()), passes)

@@ -53,32 +53,16 @@ class Slabs:
 
 
 def run(path, passes=2):
-    ops = [l.split(",") for l in open(path).read().splitlines()[1:]]
-    large, small, res = {}, {}, []
-    for _ in range(passes):
-        live, pending = {}, []
-        for op, i, sz, st in ops:
-            if op == 'a':
-                for A, a in pending: A.free(a)
-                pending = []
-                r = r512(int(sz))
-                if st not in large:
-                    large[st] = Arena(False, sim.bestfit); small[st] = Slabs()
-                if r <= MIB:
-                    live[i] = [*small[st].alloc(r, large[st]), False]
-                else:
-                    live[i] = [large[st], large[st].alloc(r), False]
-            elif op == 'r':
-                live[i][2] = True
-            else:
-                A, a, rec = live.pop(i)
-                if rec: pending.append((A, a))
-                else: A.free(a)
-        for A, a in pending: A.free(a)
-        for A, a, _ in live.values(): A.free(a)
-        res.append((sum(A.peak for A in large.values()) / MIB,
-                    sum(A.grows for A in large.values())))
-    return res
+    large, small = {}, {}
+
+    def allocate(st, r):
+        if st not in large:
+            large[st] = Arena(False, sim.bestfit); small[st] = Slabs()
+        if r <= MIB:
+            return small[st].alloc(r, large[st])
+        return large[st], large[st].alloc(r)
+
+    return sim.replay(path, allocate, sim.peaks_and_growths(large.values()), passes)
 
 
 if __name__ == '__main__':
