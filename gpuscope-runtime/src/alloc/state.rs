@@ -376,10 +376,15 @@ impl AllocState {
     /// recorded is waited for instead (slower, still correct), and when that fails too,
     /// its frees keep waiting and later polls retry them (the error is returned).
     fn seal_frees(&mut self) -> Result<(), BackendError> {
-        let (mut done, mut failed) = (Vec::new(), Vec::new());
+        // The blocks of idle streams, in the poll's scratch list (no allocation in a
+        // steady state).
+        let mut done = std::mem::take(&mut self.scratch);
+        done.clear();
+        let mut failed = Vec::new();
         self.pending
             .seal(&*self.backend, &mut self.stats, &mut done, &mut failed);
         self.finish_pending(&done);
+        self.scratch = done;
         let mut result = Ok(());
         for group in failed.chunk_by(|a, b| a.0 == b.0) {
             let stream = group[0].0;
