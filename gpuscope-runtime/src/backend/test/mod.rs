@@ -33,18 +33,10 @@ use super::{
     VirtualMemory,
 };
 
+mod builder;
 mod virtual_memory;
 
-/// When the test backend's events complete.
-#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
-pub enum EventMode {
-    /// Every event completes as soon as it is recorded (no work is ever in flight).
-    #[default]
-    Immediate,
-    /// An event completes once its stream is synchronized or
-    /// [`TestBackend::complete_stream`] is called: work stays "in flight" until then.
-    Manual,
-}
+pub use builder::{EventMode, TestBackendBuilder};
 
 /// What the test backend has been asked to do, for assertions.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -65,64 +57,6 @@ pub struct Counters {
     pub device_syncs: u64,
     /// `record_event` calls.
     pub event_records: u64,
-}
-
-/// Builds a [`TestBackend`].
-#[derive(Clone, Debug)]
-pub struct TestBackendBuilder {
-    capacity: usize,
-    granularity: Option<usize>,
-    event_mode: EventMode,
-    fail_every: Option<u64>,
-    fail_at: Vec<u64>,
-}
-
-impl TestBackendBuilder {
-    /// Total device memory (default 80 GiB).
-    pub fn capacity(mut self, bytes: usize) -> Self {
-        self.capacity = bytes;
-        self
-    }
-
-    /// Gives the backend virtual memory with this granularity (e.g. 2 MiB).
-    pub fn virtual_memory(mut self, granularity: usize) -> Self {
-        self.granularity = Some(granularity);
-        self
-    }
-
-    /// How events complete (default [`EventMode::Immediate`]).
-    pub fn event_mode(mut self, mode: EventMode) -> Self {
-        self.event_mode = mode;
-        self
-    }
-
-    /// Makes every `n`-th device allocation attempt fail with out-of-memory.
-    pub fn fail_every(mut self, n: u64) -> Self {
-        self.fail_every = Some(n.max(1));
-        self
-    }
-
-    /// Makes the `n`-th device allocation attempt (1-based) fail with out-of-memory.
-    pub fn fail_allocation(mut self, n: u64) -> Self {
-        self.fail_at.push(n);
-        self
-    }
-
-    /// The backend.
-    pub fn build(self) -> TestBackend {
-        TestBackend {
-            capacity: self.capacity,
-            granularity: self.granularity,
-            state: Mutex::new(State {
-                event_mode: self.event_mode,
-                fail_every: self.fail_every,
-                fail_at: self.fail_at.into_iter().collect(),
-                next_addr: BASE_ADDR,
-                streams: vec![StreamState::default()],
-                ..State::default()
-            }),
-        }
-    }
 }
 
 const BASE_ADDR: u64 = 0x7000_0000_0000;
@@ -241,6 +175,11 @@ impl State {
         }
     }
 
+    /// Whether everything queued on stream `i` has finished.
+    fn idle(&self, i: usize) -> bool {
+        self.streams[i].completed == self.streams[i].issued
+    }
+
     fn event_done(&self, event: EventId) -> Result<bool, BackendError> {
         match self.events.get(&event.0) {
             None => Err(BackendError::InvalidHandle {
@@ -264,13 +203,7 @@ pub struct TestBackend {
 impl TestBackend {
     /// Starts building a test backend.
     pub fn builder() -> TestBackendBuilder {
-        TestBackendBuilder {
-            capacity: 80 << 30,
-            granularity: None,
-            event_mode: EventMode::Immediate,
-            fail_every: None,
-            fail_at: Vec::new(),
-        }
+        TestBackendBuilder::new()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -293,9 +226,7 @@ impl TestBackend {
     /// [`Backend::query_stream`] answers, without counting a call or injecting a fault.
     pub fn is_idle(&self, stream: StreamId) -> bool {
         let st = self.state();
-        st.streams
-            .get(stream.index())
-            .is_some_and(|s| s.completed == s.issued)
+        st.stream(stream).is_ok_and(|i| st.idle(i))
     }
 
     /// Marks all work recorded so far on `stream` as finished.
@@ -467,7 +398,7 @@ impl Backend for TestBackend {
         let mut st = self.state();
         st.faults.enter(Call::QueryStream)?;
         let i = st.stream(stream)?;
-        Ok(st.streams[i].completed == st.streams[i].issued)
+        Ok(st.idle(i))
     }
 
     fn synchronize_device(&self) -> Result<(), BackendError> {
