@@ -9,7 +9,7 @@
 //! - creation runs on a thread of its own, and the caller waits for it up to the
 //!   time-out: a rank that never joins is a [`DistError::Timeout`] (the thread, blocked
 //!   in NCCL, is left behind);
-//! - every call is timed while it runs ([`Communicator::call_started`]): the group's
+//! - every call is timed while it runs (`Communicator::call_started`): the group's
 //!   watchdog aborts the communicators (`ncclCommAbort`, which makes a blocked call
 //!   return) when one has run past the time-out, as when a first collective waits to
 //!   connect to a rank that died;
