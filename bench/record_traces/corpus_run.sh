@@ -3,7 +3,8 @@
 # change, through gpuscope and PyTorch. From the repository root, with a release build
 # of the gpuscope command:
 #   bash bench/record_traces/corpus_run.sh WORKLOADS_FILE GPUSCOPE_BINARY OUT_DIR [REPEATS]
-# WORKLOADS_FILE: workloads_third.py, workloads_fourth.py, ... (its WORKLOADS names).
+# WORKLOADS_FILE: workloads_third.py, workloads_fourth.py, ... (its WORKLOADS names), by
+# its name or a path.
 # Writes OUT_DIR/traces/ (NAME.csv, NAME.json, record.log), OUT_DIR/cmp/ (the
 # comparison of compare_torch.sh on the new traces) and, with ALL_TIMEOUT=SECONDS set,
 # OUT_DIR/cmp_all/ (the same on every trace of tests/data/traces/ and the new ones,
@@ -14,10 +15,15 @@ bin=$2
 out=$3
 repeats=${4:-3}
 here=$(cd "$(dirname "$0")" && pwd)
+# A path from here, or a file of this folder by its name.
+[[ -f $file ]] || file=$here/$file
+[[ -f $file ]] || { echo "corpus_run.sh: no workloads file $1" >&2; exit 2; }
+file=$(cd "$(dirname "$file")" && pwd)/$(basename "$file")
 names=$(cd "$here" && python3 -c 'import ast, sys
 for n in ast.parse(open(sys.argv[1]).read()).body:
     if isinstance(n, ast.Assign) and n.targets[0].id == "WORKLOADS":
         print(" ".join(k.value for k in n.value.keys))' "$file")
+[[ -n $names ]] || { echo "corpus_run.sh: $file names no WORKLOADS" >&2; exit 2; }
 start=$SECONDS
 # shellcheck disable=SC2086
 bash "$here/record_all.sh" "$out/traces" $names

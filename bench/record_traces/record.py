@@ -4,10 +4,11 @@ them as a gpuscope trace (CSV `op,id,size,stream`) with PyTorch's own figures be
 
 Usage (GPU machine, one process per workload so that histories never mix):
     python3 bench/record_traces/record.py OUT_DIR WORKLOAD
-    python3 bench/record_traces/record.py --pickle OUT.pickle
+    python3 bench/record_traces/record.py --pickle OUT.pickle [WORKLOAD STEPS]
     RECORD_DEVICE=cpu python3 bench/record_traces/record.py --try WORKLOAD...
 The second form writes a small `torch.cuda.memory._dump_snapshot` pickle of a short
-training run (tests/data/pytorch-snapshots/small_train.pickle); the third runs
+training run (tests/data/pytorch-snapshots/small_train.pickle), or of STEPS steps of
+WORKLOAD (under whatever PYTORCH_CUDA_ALLOC_CONF the caller sets); the third runs
 workloads on the CPU for two steps, recording nothing (to try a new one without a GPU).
 
 How the trace is made, from `torch.cuda.memory._snapshot()['device_traces']`:
@@ -32,9 +33,10 @@ import workloads  # noqa: E402
 import workloads_more  # noqa: E402
 import workloads_third  # noqa: E402
 import workloads_fourth  # noqa: E402
+import workloads_fifth  # noqa: E402
 
 WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS, **workloads_third.WORKLOADS,
-             **workloads_fourth.WORKLOADS}
+             **workloads_fourth.WORKLOADS, **workloads_fifth.WORKLOADS}
 
 
 def convert(events):
@@ -129,14 +131,21 @@ def record(out_dir, name):
           f"reserved {info['max_reserved_bytes'] >> 20} MiB, {seconds:.1f} s")
 
 
-def dump_pickle(path):
-    """A small real snapshot pickle: a short MLP training run with Python stacks."""
+def dump_pickle(path, name=None, steps=None):
+    """A small real snapshot pickle with Python stacks: a short MLP training run, or
+    `steps` steps of workload `name` (its whole history)."""
     torch.cuda.init()
-    for entries, steps in ((3000, 3), (1000, 2), (300, 1)):
+    if name is not None:
+        sizes = ((10_000_000, int(steps)),)
+        run = WORKLOADS[name][0]
+    else:
+        sizes = ((3000, 3), (1000, 2), (300, 1))
+        run = workloads.tiny_mlp_train
+    for entries, steps in sizes:
         torch.cuda.empty_cache()
         torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python",
                                                  max_entries=entries)
-        workloads.tiny_mlp_train(steps)
+        run(steps)
         torch.cuda.synchronize()
         torch.cuda.memory._dump_snapshot(path)
         torch.cuda.memory._record_memory_history(enabled=None)
@@ -157,7 +166,10 @@ if __name__ == "__main__":
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     if sys.argv[1] == "--pickle":
-        dump_pickle(sys.argv[2])
+        if len(sys.argv) not in (3, 5):
+            sys.exit(__doc__)
+        check_names(sys.argv[3:4])
+        dump_pickle(*sys.argv[2:])
     elif sys.argv[1] == "--try":
         check_names(sys.argv[2:])
         for name in sys.argv[2:] or WORKLOADS:

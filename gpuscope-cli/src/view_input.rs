@@ -351,4 +351,59 @@ mod tests {
         assert_eq!(s.allocated, 3 << 20);
         assert!(s.reserved >= 3 << 20);
     }
+
+    /// Real PyTorch 2.11 snapshots from the H100 (`bench/record_traces/record.py
+    /// --pickle`), with tensors handed between streams: the frees PyTorch deferred for
+    /// other streams' events replay as record_stream operations. The expected counts
+    /// are those of `record.py`'s own converter (Python) on the same histories.
+    #[test]
+    fn deferred_frees_of_real_snapshots_replay_as_record_streams() {
+        use gpuscope_runtime::trace::TraceOp;
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/pytorch-snapshots");
+        for (file, allocs, frees, records, streams) in [
+            // Two towers on two streams, a loader stream, the default stream.
+            ("branch_streams.pickle", 612, 604, 14, 4),
+            // A loader stream under expandable segments (segment_map events).
+            ("side_stream_expandable.pickle", 307, 304, 6, 2),
+        ] {
+            let t = read_replay_trace(&dir.join(file)).unwrap();
+            let count = |f: fn(&TraceOp) -> bool| t.ops().iter().filter(|o| f(o)).count();
+            assert_eq!(
+                count(|o| matches!(o, TraceOp::Alloc { .. })),
+                allocs,
+                "{file}"
+            );
+            assert_eq!(
+                count(|o| matches!(o, TraceOp::Free { .. })),
+                frees,
+                "{file}"
+            );
+            assert_eq!(
+                count(|o| matches!(o, TraceOp::RecordStream { .. })),
+                records,
+                "{file}"
+            );
+            let used: std::collections::BTreeSet<u32> = t
+                .ops()
+                .iter()
+                .filter_map(|o| match o {
+                    TraceOp::Alloc { stream, .. } => Some(*stream),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(used, (0..streams).collect(), "{file}");
+            // Every record_stream comes right before its block's free, on another stream.
+            for (i, op) in t.ops().iter().enumerate() {
+                if let TraceOp::RecordStream { id, .. } = op {
+                    let next = t.ops()[i + 1..]
+                        .iter()
+                        .find(|o| !matches!(o, TraceOp::RecordStream { .. }));
+                    assert!(
+                        matches!(next, Some(TraceOp::Free { id: f }) if f == id),
+                        "{file}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -36,7 +36,14 @@ pub struct PytorchSnapshot {
     pub notes: Vec<String>,
 }
 
-const TOP_KEYS: &[&str] = &["segments", "device_traces", "allocator_settings"];
+// PyTorch 2.11 adds `external_annotations` at the top and `compile_context`,
+// `user_metadata` to trace entries (not used here, so not named as unknown).
+const TOP_KEYS: &[&str] = &[
+    "segments",
+    "device_traces",
+    "allocator_settings",
+    "external_annotations",
+];
 const SEGMENT_KEYS: &[&str] = &[
     "device",
     "address",
@@ -60,6 +67,8 @@ const EVENT_KEYS: &[&str] = &[
     "frames",
     "time_us",
     "device_free",
+    "compile_context",
+    "user_metadata",
 ];
 const FRAME_KEYS: &[&str] = &["filename", "line", "name"];
 
@@ -337,20 +346,36 @@ impl PytorchSnapshot {
     /// The chosen device's allocations and frees (`alloc` and `free_requested`, when the
     /// program gave the memory back) as a trace for `gpuscope replay`. Streams are
     /// numbered in order of appearance (the default stream stays 0).
+    ///
+    /// A `free_requested` that the block's `free_completed` does not follow at once was
+    /// deferred by PyTorch for the events of other streams (`Tensor.record_stream`):
+    /// it becomes record_stream operations before the free, on the default stream for a
+    /// block of another stream, else on every other stream the trace uses (the
+    /// snapshot does not say which streams used the block). The last event of a trace
+    /// cannot tell and is taken as immediate. `bench/record_traces/record.py` converts
+    /// histories to CSV traces by the same rule.
     pub fn to_trace(&self) -> Result<Trace, Malformed> {
-        let mut ops = Vec::new();
-        let mut live: HashMap<u64, (u64, String)> = HashMap::new();
+        let events = self.events(self.device)?;
         let mut streams: HashMap<u64, u32> = HashMap::from([(0, 0)]);
+        for (_, e) in &events {
+            if e.str("action")? == "alloc" {
+                let n = streams.len() as u32;
+                streams.entry(stream(e)?).or_insert(n);
+            }
+        }
+        let others: Vec<u32> = (1..streams.len() as u32).collect();
+        let mut ops = Vec::new();
+        let mut live: HashMap<u64, (u64, u32, String)> = HashMap::new();
         let mut next_id = 0u64;
-        for (_, e) in self.events(self.device)? {
+        for (k, (_, e)) in events.iter().enumerate() {
             match e.str("action")? {
                 "alloc" => {
                     let addr = e.u64("addr")?;
                     let size = e.u64("size")? as usize;
-                    let s = stream(&e)?;
-                    let n = streams.len() as u32;
-                    let stream = *streams.entry(s).or_insert(n);
-                    if let Some((_, first)) = live.insert(addr, (next_id, e.path.clone())) {
+                    let stream = streams[&stream(e)?];
+                    if let Some((_, _, first)) =
+                        live.insert(addr, (next_id, stream, e.path.clone()))
+                    {
                         return Err(Malformed {
                             path: e.path.clone(),
                             message: format!(
@@ -366,10 +391,26 @@ impl PytorchSnapshot {
                     next_id += 1;
                 }
                 "free_requested" => {
+                    let addr = e.u64("addr")?;
                     // A free of memory allocated before the trace began: not in it.
-                    if let Some((id, _)) = live.remove(&e.u64("addr")?) {
-                        ops.push(TraceOp::Free { id });
+                    let Some((id, own, _)) = live.remove(&addr) else {
+                        continue;
+                    };
+                    let deferred = match events.get(k + 1) {
+                        None => false,
+                        Some((_, next)) => {
+                            next.str("action")? != "free_completed" || next.u64("addr")? != addr
+                        }
+                    };
+                    if deferred {
+                        let users = if own != 0 { &[0][..] } else { &others[..] };
+                        ops.extend(
+                            users
+                                .iter()
+                                .map(|&stream| TraceOp::RecordStream { id, stream }),
+                        );
                     }
+                    ops.push(TraceOp::Free { id });
                 }
                 _ => {}
             }

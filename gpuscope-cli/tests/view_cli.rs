@@ -192,7 +192,8 @@ fn unknown_fields_are_ignored_and_named() {
     let (_, stderr) = text(&o);
     assert!(o.status.success(), "{stderr}");
     assert!(
-        stderr.contains("block.compile_context, event.user_metadata, snapshot.new_top_level_field"),
+        stderr
+            .contains("block.new_block_field, event.new_event_field, snapshot.new_top_level_field"),
         "{stderr}"
     );
 }

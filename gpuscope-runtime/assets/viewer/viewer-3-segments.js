@@ -182,6 +182,9 @@
       var list = segLayout.rowRects[r];
       for (var j = 0; j < list.length; j++) {
         if (list[j][2] === i) {
+          // Scrolled into view first: a map of many segments is taller than the window.
+          var top = segmap.getBoundingClientRect().top + r * (ROW_H + ROW_GAP);
+          if (top < 0 || top + ROW_H > window.innerHeight) window.scrollBy(0, top - window.innerHeight / 2);
           var rect = segmap.getBoundingClientRect();
           return { x: rect.left + (list[j][0] + list[j][1]) / 2, y: rect.top + r * (ROW_H + ROW_GAP) + ROW_H / 2 };
         }

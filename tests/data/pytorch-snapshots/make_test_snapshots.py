@@ -229,8 +229,8 @@ def main():
         pickle.dump(broken, f)
     # A snapshot with fields this version does not know (a newer PyTorch): readable.
     newer, _, _ = training_run(steps=2)
-    newer["device_traces"][0][1]["user_metadata"] = "phase=forward"
-    newer["segments"][0]["blocks"][0]["compile_context"] = "N/A"
+    newer["device_traces"][0][1]["new_event_field"] = "phase=forward"
+    newer["segments"][0]["blocks"][0]["new_block_field"] = "N/A"
     newer["new_top_level_field"] = {"x": 1}
     with open(os.path.join(bad, "unknown_fields.pickle"), "wb") as f:
         pickle.dump(newer, f)
