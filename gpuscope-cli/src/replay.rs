@@ -81,10 +81,11 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         .traces
         .iter()
         .map(|p| {
-            Ok((
-                p.display().to_string(),
-                crate::view_input::read_replay_trace(p)?,
-            ))
+            let (trace, notes) = crate::view_input::read_replay_trace(p)?;
+            for note in notes {
+                eprintln!("note: {}: {note}", p.display());
+            }
+            Ok((p.display().to_string(), trace))
         })
         .collect::<Result<_, String>>()?;
     let config = AllocConfig::from_env().map_err(|e| e.to_string())?;

@@ -292,16 +292,17 @@ pub fn from_trace(trace: &Trace) -> Result<MemorySnapshot, String> {
 }
 
 /// A trace for `gpuscope replay`: a CSV trace, or the allocations and frees of a PyTorch
-/// snapshot pickle (its busiest device). Files over `GPUSCOPE_MAX_INPUT_MIB` (default
-/// 512) MiB are refused.
-pub fn read_replay_trace(path: &Path) -> Result<Trace, String> {
+/// snapshot pickle (its busiest device), with notes for the user (a pickle's ignored
+/// fields, its frees that waited for other streams). Files over
+/// `GPUSCOPE_MAX_INPUT_MIB` (default 512) MiB are refused.
+pub fn read_replay_trace(path: &Path) -> Result<(Trace, Vec<String>), String> {
     let max = std::env::var(MAX_INPUT_VAR)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_MAX_INPUT_MIB);
     let bytes = read_bytes(path, max).map_err(|e| e.to_string())?;
     if detect(&bytes) != Some(InputKind::Pytorch) {
-        return Trace::read(path).map_err(|e| e.to_string());
+        return Ok((Trace::read(path).map_err(|e| e.to_string())?, Vec::new()));
     }
     let name = path.display();
     let root = view_pytorch::decode(&bytes).map_err(|m| format!("{name}: {m}"))?;
@@ -315,7 +316,22 @@ pub fn read_replay_trace(path: &Path) -> Result<Trace, String> {
             snap.device
         ));
     }
-    Ok(trace)
+    let mut notes = snap.notes.clone();
+    let deferred: std::collections::HashSet<u64> = trace
+        .ops()
+        .iter()
+        .filter_map(|o| match o {
+            TraceOp::RecordStream { id, .. } => Some(*id),
+            _ => None,
+        })
+        .collect();
+    if !deferred.is_empty() {
+        notes.push(format!(
+            "{} frees waited for other streams' work in PyTorch (record_stream): replayed as record_stream on the default stream for blocks of other streams, else on every other stream",
+            deferred.len()
+        ));
+    }
+    Ok((trace, notes))
 }
 
 #[cfg(test)]
@@ -358,7 +374,6 @@ mod tests {
     /// are those of `record.py`'s own converter (Python) on the same histories.
     #[test]
     fn deferred_frees_of_real_snapshots_replay_as_record_streams() {
-        use gpuscope_runtime::trace::TraceOp;
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/pytorch-snapshots");
         for (file, allocs, frees, records, streams) in [
             // Two towers on two streams, a loader stream, the default stream.
@@ -366,7 +381,13 @@ mod tests {
             // A loader stream under expandable segments (segment_map events).
             ("side_stream_expandable.pickle", 307, 304, 6, 2),
         ] {
-            let t = read_replay_trace(&dir.join(file)).unwrap();
+            let (t, notes) = read_replay_trace(&dir.join(file)).unwrap();
+            assert!(
+                notes
+                    .iter()
+                    .any(|n| n.contains("frees waited for other streams")),
+                "{file}: {notes:?}"
+            );
             let count = |f: fn(&TraceOp) -> bool| t.ops().iter().filter(|o| f(o)).count();
             assert_eq!(
                 count(|o| matches!(o, TraceOp::Alloc { .. })),

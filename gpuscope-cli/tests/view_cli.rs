@@ -267,6 +267,18 @@ fn replay_reads_pytorch_snapshots() {
         assert!(o.status.success(), "{}: {stderr}", p.display());
         let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
         assert!(v["ops"].as_u64().unwrap() > 0, "{stdout}");
+        // A real snapshot of four streams: the frees PyTorch deferred for other streams
+        // replay as record_streams (said on stderr), so warm passes query those streams.
+        if p.ends_with("branch_streams.pickle") {
+            assert!(
+                stderr.contains("10 frees waited for other streams' work"),
+                "{stderr}"
+            );
+            assert!(
+                v["pass_calls"][1]["stream_queries"].as_u64().unwrap() > 0,
+                "{stdout}"
+            );
+        }
         assert!(
             v["peak_reserved"].as_u64() >= v["peak_allocated"].as_u64(),
             "{stdout}"
