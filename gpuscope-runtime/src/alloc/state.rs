@@ -16,7 +16,8 @@
 //! queued work uses it: `fences` decides, from the block's `freed_at` and the stream's
 //! fences, whether that needs no wait, a wait on a fence event, or a stream sync.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 use crate::backend::{Backend, BackendError, StreamId};
@@ -39,7 +40,7 @@ pub(crate) struct Recording {
     pub ops: Vec<TraceOp>,
     pub next_id: u64,
     /// Trace ids of the blocks allocated while recording, by block index.
-    pub ids: HashMap<u32, u64>,
+    pub ids: FxHashMap<u32, u64>,
 }
 
 /// Other streams an allocated block was used on (`record_stream`), and, once it is
@@ -47,7 +48,8 @@ pub(crate) struct Recording {
 /// still waits for.
 #[derive(Debug, Default)]
 pub(super) struct StreamUses {
-    pub streams: Vec<StreamId>,
+    /// Inline for up to two streams, so `record_stream` allocates nothing.
+    pub streams: SmallVec<[StreamId; 2]>,
     pub pending_events: u32,
 }
 
@@ -72,7 +74,7 @@ pub(crate) struct AllocState {
     pub(super) arena_lists: Vec<[Vec<u32>; 2]>,
     pub(super) pending: PendingFrees,
     /// Blocks used on other streams (`Block::used_elsewhere`), by block index.
-    pub(super) stream_uses: HashMap<u32, StreamUses>,
+    pub(super) stream_uses: FxHashMap<u32, StreamUses>,
     /// Stream fences (`record_fence`).
     pub(super) fences: Fences,
     pub stats: MemoryStats,
@@ -108,7 +110,7 @@ impl AllocState {
             arenas: Vec::new(),
             arena_lists: Vec::new(),
             pending: PendingFrees::default(),
-            stream_uses: HashMap::new(),
+            stream_uses: FxHashMap::default(),
             fences: Fences::default(),
             stats: MemoryStats::default(),
             limit: None,
@@ -356,7 +358,7 @@ impl AllocState {
         }
         let streams = match self.stream_uses.get_mut(&index) {
             Some(uses) => std::mem::take(&mut uses.streams),
-            None => Vec::new(),
+            None => SmallVec::new(),
         };
         self.slab.get_mut(index).state = BlockState::PendingFree;
         // No driver call here: the next poll (`seal_frees`) asks each stream once for
