@@ -32,8 +32,8 @@ fn all_traces() -> Vec<(String, Trace)> {
         .collect();
     names.sort();
     assert!(
-        names.len() >= 51,
-        "the corpus has {} traces: expected the 3 shared ones, 45 recorded and 3 of the GPT example",
+        names.len() >= 55,
+        "the corpus has {} traces: expected the 3 shared ones, 49 recorded and 3 of the GPT example",
         names.len()
     );
     names
@@ -233,9 +233,14 @@ fn pytorch_figure(name: &str, field: &str) -> usize {
 /// first step's 2 GiB logits left, so the second step's logits need new memory at the
 /// top of the arena; PyTorch's default allocator, one segment per large request,
 /// reserves 12,916 MiB, its expandable segments 13,544 (BENCHMARKS.md, "A fifth
-/// corpus, held out"). Pinned, so that a change either way updates this list.
-const MORE_RESERVED_THAN_PYTORCH: &[(&str, usize)] =
-    &[("large_vocab_lm_train.csv", 14_183_038_976)];
+/// corpus, held out"). `cuda_graph_infer` (sixth corpus): PyTorch's own replay of the
+/// trace reserves the same 570 MiB as gpuscope; the recorded run reserved 514, part of
+/// it in a CUDA graph's private memory pool, which a trace does not carry. Pinned, so
+/// that a change either way updates this list.
+const MORE_RESERVED_THAN_PYTORCH: &[(&str, usize)] = &[
+    ("cuda_graph_infer.csv", 597_688_320),
+    ("large_vocab_lm_train.csv", 14_183_038_976),
+];
 
 #[test]
 fn peak_reserved_stays_near_or_below_pytorch() {
