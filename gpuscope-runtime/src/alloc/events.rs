@@ -52,6 +52,12 @@ impl PendingFrees {
         self.count == 0
     }
 
+    /// Whether every free noted has been sealed ([`Self::seal`] has nothing to do).
+    #[inline]
+    pub fn all_sealed(&self) -> bool {
+        self.unsealed.is_empty()
+    }
+
     /// Notes that `block` waits for the work queued on `stream` until now, until the
     /// next [`Self::seal`].
     pub fn add(&mut self, stream: StreamId, block: u32) {

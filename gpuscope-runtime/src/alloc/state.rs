@@ -16,9 +16,11 @@
 //! queued work uses it: `fences` decides, from the block's `freed_at` and the stream's
 //! fences, whether that needs no wait, a wait on a fence event, or a stream sync.
 
+use std::collections::hash_map::Entry;
+use std::sync::Arc;
+
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
-use std::sync::Arc;
 
 use crate::backend::{Backend, BackendError, StreamId};
 use crate::trace_format::TraceOp;
@@ -356,19 +358,25 @@ impl AllocState {
             self.free_block(index);
             return Ok(());
         }
+        // One lookup: the streams the block waits for, each now a pending wait.
         let streams = match self.stream_uses.get_mut(&index) {
-            Some(uses) => std::mem::take(&mut uses.streams),
-            None => SmallVec::new(),
+            Some(uses) if !uses.streams.is_empty() => {
+                uses.pending_events = uses.streams.len() as u32;
+                std::mem::take(&mut uses.streams)
+            }
+            _ => {
+                // Nothing to wait for after all: an ordinary free.
+                self.stream_uses.remove(&index);
+                self.slab.get_mut(index).used_elsewhere = false;
+                self.free_block(index);
+                return Ok(());
+            }
         };
         self.slab.get_mut(index).state = BlockState::PendingFree;
         // No driver call here: the next poll (`seal_frees`) asks each stream once for
         // every such free since the last.
         for &s in &streams {
             self.pending.add(s, index);
-        }
-        self.note_pending(index, streams.len() as u32);
-        if streams.is_empty() {
-            self.free_block(index);
         }
         Ok(())
     }
@@ -378,6 +386,9 @@ impl AllocState {
     /// recorded is waited for instead (slower, still correct), and when that fails too,
     /// its frees keep waiting and later polls retry them (the error is returned).
     fn seal_frees(&mut self) -> Result<(), BackendError> {
+        if self.pending.all_sealed() {
+            return Ok(());
+        }
         // The blocks of idle streams, in the poll's scratch list (no allocation in a
         // steady state).
         let mut done = std::mem::take(&mut self.scratch);
@@ -423,17 +434,6 @@ impl AllocState {
             }
         }
         Ok(())
-    }
-
-    /// Notes how many events the pending free of `index` waits for; with none, the block
-    /// is no longer used elsewhere.
-    fn note_pending(&mut self, index: u32, events: u32) {
-        if events == 0 {
-            self.stream_uses.remove(&index);
-            self.slab.get_mut(index).used_elsewhere = false;
-        } else {
-            self.stream_uses.entry(index).or_default().pending_events = events;
-        }
     }
 
     /// Makes block `index` free: merges it with free neighbours and indexes it (or
@@ -537,13 +537,12 @@ impl AllocState {
 
     fn finish_pending(&mut self, blocks: &[u32]) {
         for &index in blocks {
-            let uses = self
-                .stream_uses
-                .get_mut(&index)
-                .expect("a pending free has its stream uses");
-            uses.pending_events -= 1;
-            if uses.pending_events == 0 {
-                self.stream_uses.remove(&index);
+            let Entry::Occupied(mut uses) = self.stream_uses.entry(index) else {
+                unreachable!("a pending free has its stream uses");
+            };
+            uses.get_mut().pending_events -= 1;
+            if uses.get().pending_events == 0 {
+                uses.remove();
                 self.slab.get_mut(index).used_elsewhere = false;
                 self.free_block(index);
             }
