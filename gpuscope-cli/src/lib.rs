@@ -85,7 +85,7 @@ pub mod fuzzing {
             .to_snapshots(&snap.devices)
             .map_err(|e| e.to_string())?;
         let _ = snap.skipped_actions(&snap.devices);
-        let trace = snap.to_trace().map_err(|e| e.to_string())?;
+        let (trace, _) = snap.to_trace().map_err(|e| e.to_string())?;
         Ok((
             pages.iter().map(|p| p.segments.len()).sum(),
             trace.ops().len(),

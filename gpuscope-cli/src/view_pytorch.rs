@@ -353,8 +353,9 @@ impl PytorchSnapshot {
     /// block of another stream, else on every other stream the trace uses (the
     /// snapshot does not say which streams used the block). The last event of a trace
     /// cannot tell and is taken as immediate. `bench/record_traces/record.py` converts
-    /// histories to CSV traces by the same rule.
-    pub fn to_trace(&self) -> Result<Trace, Malformed> {
+    /// histories to CSV traces by the same rule. Also returns how many frees were
+    /// deferred so.
+    pub fn to_trace(&self) -> Result<(Trace, usize), Malformed> {
         let events = self.events(self.device)?;
         let mut streams: HashMap<u64, u32> = HashMap::from([(0, 0)]);
         for (_, e) in &events {
@@ -367,6 +368,7 @@ impl PytorchSnapshot {
         let mut ops = Vec::new();
         let mut live: HashMap<u64, (u64, u32, String)> = HashMap::new();
         let mut next_id = 0u64;
+        let mut deferred_frees = 0;
         for (k, (_, e)) in events.iter().enumerate() {
             match e.str("action")? {
                 "alloc" => {
@@ -403,6 +405,7 @@ impl PytorchSnapshot {
                         }
                     };
                     if deferred {
+                        deferred_frees += 1;
                         let users = if own != 0 { &[0][..] } else { &others[..] };
                         ops.extend(
                             users
@@ -415,7 +418,7 @@ impl PytorchSnapshot {
                 _ => {}
             }
         }
-        Ok(Trace::from_ops(ops))
+        Ok((Trace::from_ops(ops), deferred_frees))
     }
 }
 
