@@ -297,7 +297,16 @@ impl PendingFrees {
 mod tests {
     use super::*;
     use crate::alloc::test_support::manual;
+    use crate::backend::DeviceAddr;
     use crate::backend::test::{Call, TestBackend};
+
+    /// A test device with manual events and a stream, empty statistics and pending
+    /// frees, and 4 KiB of device memory for launches.
+    fn fixture() -> (TestBackend, StreamId, MemoryStats, PendingFrees, DeviceAddr) {
+        let (dev, s) = manual();
+        let x = dev.malloc(4096).unwrap();
+        (dev, s, MemoryStats::default(), PendingFrees::default(), x)
+    }
 
     /// Seals what was noted; asserts nothing failed and returns the blocks given back.
     fn seal(p: &mut PendingFrees, dev: &TestBackend, stats: &mut MemoryStats) -> Vec<u32> {
@@ -323,10 +332,7 @@ mod tests {
     /// gives back every block (and one synchronisation waits for all).
     #[test]
     fn a_completed_queue_costs_one_call() {
-        let (dev, s) = manual();
-        let mut stats = MemoryStats::default();
-        let mut p = PendingFrees::default();
-        let x = dev.malloc(4096).unwrap();
+        let (dev, s, mut stats, mut p, x) = fixture();
         dev.launch(s, x, 4096).unwrap();
         for block in 0..10 {
             record(&mut p, &dev, s, block, &mut stats);
@@ -351,10 +357,7 @@ mod tests {
     /// order, and the last one is not asked twice.
     #[test]
     fn an_unfinished_last_event_keeps_only_what_waits() {
-        let (dev, s) = manual();
-        let mut stats = MemoryStats::default();
-        let mut p = PendingFrees::default();
-        let x = dev.malloc(4096).unwrap();
+        let (dev, s, mut stats, mut p, x) = fixture();
         for block in 0..3 {
             dev.launch(s, x, 4096).unwrap();
             record(&mut p, &dev, s, block, &mut stats);
@@ -378,11 +381,8 @@ mod tests {
     /// answers for all; an idle stream gives its blocks back at the seal, without an event.
     #[test]
     fn a_seal_asks_each_stream_once() {
-        let (dev, s) = manual();
+        let (dev, s, mut stats, mut p, x) = fixture();
         let (t, u) = (dev.create_stream().unwrap(), dev.create_stream().unwrap());
-        let mut stats = MemoryStats::default();
-        let mut p = PendingFrees::default();
-        let x = dev.malloc(4096).unwrap();
         dev.launch(t, x, 4096).unwrap();
         p.add(s, 0);
         p.add(t, 1);
@@ -419,10 +419,7 @@ mod tests {
     /// longer counted; a stream that cannot be queried counts as busy.
     #[test]
     fn a_failed_record_hands_the_frees_back() {
-        let (dev, s) = manual();
-        let mut stats = MemoryStats::default();
-        let mut p = PendingFrees::default();
-        let x = dev.malloc(4096).unwrap();
+        let (dev, s, mut stats, mut p, x) = fixture();
         dev.launch(s, x, 4096).unwrap();
         p.add(s, 4);
         p.add(s, 5);
