@@ -234,9 +234,10 @@ fn pytorch_figure(name: &str, field: &str) -> usize {
 /// top of the arena; PyTorch's default allocator, one segment per large request,
 /// reserves 12,916 MiB, its expandable segments 13,544 (BENCHMARKS.md, "A fifth
 /// corpus, held out"). `cuda_graph_infer` (sixth corpus): PyTorch's own replay of the
-/// trace reserves the same 570 MiB as gpuscope; the recorded run reserved 514, part of
-/// it in a CUDA graph's private memory pool, which a trace does not carry. Pinned, so
-/// that a change either way updates this list.
+/// trace reserves the same 570 MiB as gpuscope; the recorded run reserved 514, likely
+/// because part of it came from the CUDA graph's private memory pool, which a trace
+/// does not carry (not verified further). Pinned, so that a change either way
+/// updates this list.
 const MORE_RESERVED_THAN_PYTORCH: &[(&str, usize)] = &[
     ("cuda_graph_infer.csv", 597_688_320),
     ("large_vocab_lm_train.csv", 14_183_038_976),
