@@ -242,7 +242,13 @@ fn hostile_traces_get_an_error_naming_the_file_and_line() {
             "no_header.csv",
             b"a,1,512,0\n".to_vec(),
             1,
-            "expected the header",
+            "is an operation, not the header: add the line `op,id,size,stream` before it",
+        ),
+        (
+            "wrong_header.csv",
+            b"op,id,bytes,stream\na,1,512,0\n".to_vec(),
+            1,
+            "expected the header `op,id,size,stream`, found `op,id,bytes,stream` (no column `size`",
         ),
         ("empty.csv", Vec::new(), 1, "empty file"),
         (
@@ -279,6 +285,11 @@ fn odd_but_valid_traces_replay() {
     assert_eq!(code, Some(0), "{err}");
     let limits = "op,id,size,stream\na,18446744073709551615,0,4294967295\nf,18446744073709551615,0,4294967295\n";
     let (code, _, err) = replay_text("limits.csv", limits.as_bytes());
+    assert_eq!(code, Some(0), "{err}");
+    // As a spreadsheet or pandas writes it: byte order mark, quotes, columns in another
+    // order with one more, decimals, the unused sizes left empty.
+    let other_tool = "\u{feff}\"stream\",\"op\",\"id\",\"size\",\"t\"\r\n\"0\",\"a\",\"1\",\"4096.0\",\"0.1\"\r\n\"1\",\"r\",\"1\",\"\",\"0.2\"\r\n\"0\",\"f\",\"1\",\"\",\"0.3\"\r\n";
+    let (code, _, err) = replay_text("other_tool.csv", other_tool.as_bytes());
     assert_eq!(code, Some(0), "{err}");
 
     let mut many = String::from("op,id,size,stream\n");

@@ -9,6 +9,9 @@
 //! | `f,ID,0,STREAM` | free `ID` (`STREAM`: its stream; not checked) |
 //! | `r,ID,0,STREAM` | `ID` is used on stream `STREAM` too (`record_stream`) |
 //!
+//! The header names the columns: they may come in any order, quoted, with other
+//! columns beside them (ignored); see [`Trace::parse_str`] for what else is read.
+//!
 //! It is the format of the PyTorch traces the benchmarks replay (`bench/record_traces`
 //! makes them from `torch.cuda.memory._snapshot()`). Stream numbers are labels: a replay
 //! gives each distinct one a stream of its own, in order of first use.
@@ -32,6 +35,8 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
+
+mod parse;
 
 /// One operation of a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -171,41 +176,13 @@ impl Trace {
         }
     }
 
-    /// Parses and validates trace text; `name` is used in errors.
+    /// Parses and validates trace text; `name` is used in errors. The header names the
+    /// columns (`op,id,size,stream` in any order, quoted or not; other columns are
+    /// ignored); a UTF-8 byte order mark before it is skipped; the size of a free or a
+    /// `record_stream` may be left empty.
     pub fn parse_str(text: &str, name: &str) -> Result<Trace, TraceError> {
-        let mut parser = Parser {
-            name,
-            ops: Vec::new(),
-            lines: Vec::new(),
-            live: HashMap::new(),
-            streams: HashMap::new(),
-        };
-        let mut lines = text
-            .split('\n')
-            .enumerate()
-            .map(|(i, l)| (i + 1, l.strip_suffix('\r').unwrap_or(l)));
-        match lines.next() {
-            Some((_, h)) if h.trim() == HEADER => {}
-            Some((_, h)) if h.trim().is_empty() && text.trim().is_empty() => {
-                return Err(parser.err(1, format!("empty file: expected the header `{HEADER}`")));
-            }
-            Some((n, h)) => {
-                return Err(parser.err(
-                    n,
-                    format!("expected the header `{HEADER}`, found `{}`", clip(h)),
-                ));
-            }
-            None => unreachable!("split yields at least one item"),
-        }
-        for (n, line) in lines {
-            if !line.trim().is_empty() {
-                parser.line(n, line)?;
-            }
-        }
-        Ok(Trace {
-            ops: parser.ops,
-            lines: parser.lines,
-        })
+        let (ops, lines) = parse::parse(text, name)?;
+        Ok(Trace { ops, lines })
     }
 
     /// The trace as CSV text.
@@ -238,148 +215,6 @@ impl Trace {
             file: path.display().to_string(),
             message: e.to_string(),
         })
-    }
-}
-
-/// Parsing state: ops so far, live ids (with the line that allocated them) and streams.
-struct Parser<'a> {
-    name: &'a str,
-    ops: Vec<TraceOp>,
-    lines: Vec<u32>,
-    live: HashMap<u64, usize>,
-    streams: HashMap<u32, ()>,
-}
-
-impl Parser<'_> {
-    fn err(&self, line: usize, message: String) -> TraceError {
-        TraceError::Line {
-            file: self.name.to_string(),
-            line,
-            message,
-        }
-    }
-
-    fn line(&mut self, n: usize, line: &str) -> Result<(), TraceError> {
-        let mut fields = line.splitn(5, ',').map(str::trim);
-        let (Some(op), Some(id), Some(size), Some(stream), None) = (
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-            fields.next(),
-        ) else {
-            let count = line.split(',').count();
-            return Err(self.err(
-                n,
-                format!(
-                    "expected 4 fields `{HEADER}`, found {count} in `{}`",
-                    clip(line)
-                ),
-            ));
-        };
-        let id: u64 = id.parse().map_err(|_| {
-            self.err(
-                n,
-                format!("id `{}` is not an integer from 0 to {}", clip(id), u64::MAX),
-            )
-        })?;
-        let size: usize = size.parse().map_err(|_| {
-            self.err(
-                n,
-                format!(
-                    "size `{}` is not a byte count from 0 to {}",
-                    clip(size),
-                    usize::MAX
-                ),
-            )
-        })?;
-        let stream: u32 = stream.parse().map_err(|_| {
-            self.err(
-                n,
-                format!(
-                    "stream `{}` is not a stream number from 0 to {}",
-                    clip(stream),
-                    u32::MAX
-                ),
-            )
-        })?;
-        let op = match op {
-            "a" => {
-                if let Some(first) = self.live.get(&id) {
-                    return Err(self.err(
-                        n,
-                        format!(
-                            "id {id} allocated again while still live (allocated at line {first})"
-                        ),
-                    ));
-                }
-                self.use_stream(n, stream)?;
-                self.live.insert(id, n);
-                TraceOp::Alloc { id, size, stream }
-            }
-            "f" => {
-                if self.live.remove(&id).is_none() {
-                    return Err(self.err(
-                        n,
-                        format!(
-                            "free of id {id}, which is not allocated (never allocated, or freed already)"
-                        ),
-                    ));
-                }
-                TraceOp::Free { id }
-            }
-            "r" => {
-                if !self.live.contains_key(&id) {
-                    return Err(self.err(
-                        n,
-                        format!(
-                            "record_stream of id {id}, which is not allocated (never allocated, or freed already)"
-                        ),
-                    ));
-                }
-                self.use_stream(n, stream)?;
-                TraceOp::RecordStream { id, stream }
-            }
-            other => {
-                return Err(self.err(
-                    n,
-                    format!(
-                        "unknown op `{}`: expected `a` (allocate), `f` (free) or `r` (record_stream)",
-                        clip(other)
-                    ),
-                ));
-            }
-        };
-        self.ops.push(op);
-        self.lines.push(n.min(u32::MAX as usize) as u32);
-        Ok(())
-    }
-
-    fn use_stream(&mut self, n: usize, stream: u32) -> Result<(), TraceError> {
-        if self.streams.len() >= MAX_STREAMS && !self.streams.contains_key(&stream) {
-            return Err(self.err(
-                n,
-                format!(
-                    "stream {stream} is the trace's {}th stream: a replay makes a stream for each, and at most {MAX_STREAMS} are supported",
-                    MAX_STREAMS + 1
-                ),
-            ));
-        }
-        self.streams.insert(stream, ());
-        Ok(())
-    }
-}
-
-/// At most 40 characters of `s`, for error messages.
-fn clip(s: &str) -> String {
-    if s.chars().count() > 40 {
-        format!(
-            "{}... ({} bytes)",
-            s.chars().take(40).collect::<String>(),
-            s.len()
-        )
-    } else {
-        s.to_string()
     }
 }
 
