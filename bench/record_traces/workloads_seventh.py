@@ -113,8 +113,9 @@ class Mae(nn.Module):
         x = torch.gather(x, 1, vis[..., None].expand(-1, -1, x.shape[-1]))
         for blk in self.enc:
             x = blk(x)
-        y = self.mask_tok.expand(b, n, -1).clone()
-        y = y.scatter(1, vis[..., None].expand(-1, -1, y.shape[-1]), self.to_dec(x))
+        src = self.to_dec(x)
+        y = self.mask_tok.to(src.dtype).expand(b, n, -1).clone()
+        y = y.scatter(1, vis[..., None].expand(-1, -1, y.shape[-1]), src)
         y = y + self.dpos
         for blk in self.dec:
             y = blk(y)
