@@ -26,6 +26,7 @@ find $root/gpuscope-cli/tests/fixtures $root/tests/data/lint-corpus $root/exampl
 # Snapshots.
 cp $root/tests/data/pytorch-snapshots/*.pickle $c/pytorch_snapshot/ 2>/dev/null || true
 find $root/tests/data/pytorch-snapshots/bad -type f 2>/dev/null | while read -r f; do cp "$f" $c/pytorch_snapshot/bad-$(basename "$f"); done
+find $root/tests/data/pytorch-snapshots/other-encodings -type f 2>/dev/null | while read -r f; do cp "$f" $c/pytorch_snapshot/enc-$(basename "$f"); done
 # A gpuscope snapshot with its history, written by the runtime's example.
 (cd $root && cargo run -q -p gpuscope-runtime --features serde --example history_json -- "$PWD/fuzz/$c/gpuscope_json/history.json" 2000 > /dev/null)
 # Attribute arguments, as written in the ui tests.

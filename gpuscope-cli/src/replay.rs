@@ -44,8 +44,9 @@ pub struct Args {
     /// Warm passes after the cold one.
     #[arg(long, default_value_t = 3)]
     warm_passes: usize,
-    /// Trace files (CSV: op,id,size,stream), or PyTorch snapshot pickles
-    /// (torch.cuda.memory._dump_snapshot: their alloc and free_requested events).
+    /// Trace files (CSV: op,id,size,stream), or PyTorch snapshots (pickles of
+    /// torch.cuda.memory._dump_snapshot, or the same dict as JSON: their alloc and
+    /// free_requested events).
     #[arg(required = true)]
     traces: Vec<PathBuf>,
 }

@@ -20,7 +20,7 @@ use crate::view_input::{DEFAULT_MAX_INPUT_MIB, InputKind, LoadOptions, ViewError
 pub struct Args {
     /// A gpuscope snapshot (JSON, from gpuscope::memory::write_json), an allocation
     /// trace (CSV: op,id,size,stream) or a PyTorch snapshot (pickle, from
-    /// torch.cuda.memory._dump_snapshot).
+    /// torch.cuda.memory._dump_snapshot, or the same dict written as JSON).
     input: PathBuf,
     /// Where to write the page.
     #[arg(short, long, default_value = "memory.html")]

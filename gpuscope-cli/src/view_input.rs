@@ -110,18 +110,44 @@ pub fn read_bytes(path: &Path, max_mib: u64) -> Result<Vec<u8>, ViewError> {
     std::fs::read(path).map_err(io)
 }
 
+/// The keys a PyTorch snapshot dict starts with when written as JSON (`segments` first
+/// in every PyTorch 2 release; the others in case a tool reorders them).
+const PYTORCH_FIRST_KEYS: [&[u8]; 3] = [
+    b"\"segments\"",
+    b"\"device_traces\"",
+    b"\"allocator_settings\"",
+];
+
 /// The kind of input `bytes` are, from their first bytes.
 pub fn detect(bytes: &[u8]) -> Option<InputKind> {
-    // Pickle protocols 2 and up start with PROTO (0x80); 0 and 1 with `(` or `}`... but
-    // a snapshot is always written with protocol 2 or later by Python 3.
-    if bytes.first() == Some(&0x80) {
+    // Pickle protocols 2 and up start with PROTO (0x80); a dict or list pickled with
+    // protocol 0 starts with MARK and DICT or LIST (`(dp`, `(lp`), with protocol 1 with
+    // EMPTY_DICT or EMPTY_LIST and then BINPUT or MARK (`}q`, `}(`, `]q`, `](`).
+    if bytes.first() == Some(&0x80)
+        || [b"(dp", b"(lp"].iter().any(|p| bytes.starts_with(*p))
+        || [b"}q", b"}(", b"]q", b"]("]
+            .iter()
+            .any(|p| bytes.starts_with(*p))
+    {
         return Some(InputKind::Pytorch);
     }
     let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
     let start = text.iter().position(|b| !b.is_ascii_whitespace())?;
     let text = &text[start..];
     if text.starts_with(b"{") {
-        Some(InputKind::Gpuscope)
+        // gpuscope's snapshots start with their `format`; PyTorch's snapshot dict,
+        // written as JSON, with one of its own keys.
+        let head = &text[1..text.len().min(200)];
+        let first_key = head
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .map(|i| &head[i..]);
+        match first_key {
+            Some(k) if PYTORCH_FIRST_KEYS.iter().any(|key| k.starts_with(key)) => {
+                Some(InputKind::Pytorch)
+            }
+            _ => Some(InputKind::Gpuscope),
+        }
     } else if text.starts_with(b"op,") {
         Some(InputKind::Trace)
     } else {
@@ -301,8 +327,20 @@ pub fn read_replay_trace(path: &Path) -> Result<(Trace, Vec<String>), String> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_MAX_INPUT_MIB);
     let bytes = read_bytes(path, max).map_err(|e| e.to_string())?;
-    if detect(&bytes) != Some(InputKind::Pytorch) {
-        return Ok((Trace::read(path).map_err(|e| e.to_string())?, Vec::new()));
+    match detect(&bytes) {
+        Some(InputKind::Pytorch) => {}
+        Some(InputKind::Gpuscope) => {
+            let what = if bytes.windows(10).take(400).any(|w| w == b"\"workload\"") {
+                "the PyTorch figures recorded beside a trace: replay the `.csv` of the same name"
+            } else {
+                "a gpuscope memory snapshot (`gpuscope view` shows it)"
+            };
+            return Err(format!(
+                "{}: JSON, {what}; `gpuscope replay` takes an allocation trace (CSV `op,id,size,stream`) or a PyTorch memory snapshot (pickle, or the same dict as JSON)",
+                path.display()
+            ));
+        }
+        _ => return Ok((Trace::read(path).map_err(|e| e.to_string())?, Vec::new())),
     }
     let name = path.display();
     let root = view_pytorch::decode(&bytes).map_err(|m| format!("{name}: {m}"))?;
@@ -337,6 +375,42 @@ mod tests {
         assert_eq!(detect(b"\xef\xbb\xbfop,id"), Some(InputKind::Trace));
         assert_eq!(detect(b"PK\x03\x04"), None);
         assert_eq!(detect(b""), None);
+        // PyTorch's snapshot dict as JSON, and pickles of protocols 0 and 1.
+        assert_eq!(detect(b"{\"segments\": []"), Some(InputKind::Pytorch));
+        assert_eq!(detect(b" { \"device_traces\":"), Some(InputKind::Pytorch));
+        assert_eq!(detect(b"{\"workload\": \"x\"}"), Some(InputKind::Gpuscope));
+        assert_eq!(detect(b"(dp0\nVsegments"), Some(InputKind::Pytorch));
+        assert_eq!(detect(b"}q\x00(X\x08"), Some(InputKind::Pytorch));
+    }
+
+    /// A snapshot written by Python as JSON, or pickled with protocol 0, replays as the
+    /// pickle it came from (`make_test_snapshots.py other_encodings` made them).
+    #[test]
+    fn snapshots_in_json_and_old_pickle_protocols_replay_alike() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/pytorch-snapshots");
+        for (original, other) in [
+            ("small_train.pickle", "other-encodings/small_train.json"),
+            (
+                "synthetic_training.pickle",
+                "other-encodings/synthetic_training_protocol0.pickle",
+            ),
+        ] {
+            let (want, want_notes) = read_replay_trace(&dir.join(original)).unwrap();
+            let (got, got_notes) = read_replay_trace(&dir.join(other)).unwrap();
+            assert!(!want.ops().is_empty(), "{original}");
+            assert_eq!(got.ops(), want.ops(), "{other}");
+            assert_eq!(got_notes, want_notes, "{other}");
+        }
+    }
+
+    #[test]
+    fn json_that_is_not_a_snapshot_says_what_it_is() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/traces");
+        let e = read_replay_trace(&dir.join("bert_infer.json")).unwrap_err();
+        assert!(
+            e.contains("the PyTorch figures recorded beside a trace: replay the `.csv`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -72,9 +72,47 @@ const EVENT_KEYS: &[&str] = &[
 ];
 const FRAME_KEYS: &[&str] = &["filename", "line", "name"];
 
-/// Decodes pickle bytes; errors say what is wrong (the caller adds the file).
+/// Decodes a snapshot's bytes: a pickle, or the same dict written as JSON
+/// (`json.dump(torch.cuda.memory._snapshot(), f)`); errors say what is wrong (the caller
+/// adds the file).
 pub fn decode(bytes: &[u8]) -> Result<Value, String> {
+    if is_json(bytes) {
+        let json: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| format!("not readable JSON: {e}"))?;
+        return Ok(from_json(json));
+    }
     unpickle(bytes).map_err(|e| format!("not a readable pickle: {e}"))
+}
+
+/// Whether `bytes` are JSON text (an object or an array after optional whitespace and
+/// byte order mark) rather than a pickle.
+fn is_json(bytes: &[u8]) -> bool {
+    let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    matches!(
+        text.iter().find(|b| !b.is_ascii_whitespace()),
+        Some(b'{' | b'[')
+    )
+}
+
+/// A JSON value as the unpickler would have decoded the same Python object.
+fn from_json(v: serde_json::Value) -> Value {
+    use serde_json::Value as J;
+    match v {
+        J::Null => Value::None,
+        J::Bool(b) => Value::Bool(b),
+        J::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Value::Int(i.into()),
+            (_, Some(u)) => Value::Int(u.into()),
+            _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        J::String(s) => Value::Str(s.into()),
+        J::Array(items) => Value::List(items.into_iter().map(from_json).collect()),
+        J::Object(map) => Value::Dict(
+            map.into_iter()
+                .map(|(k, v)| (Value::Str(k.into()), from_json(v)))
+                .collect(),
+        ),
+    }
 }
 
 impl PytorchSnapshot {
@@ -84,11 +122,16 @@ impl PytorchSnapshot {
         let top = match Dict::new(&root, String::new()) {
             Ok(d) if d.get("segments").is_some() || d.get("device_traces").is_some() => d,
             Ok(_) => {
-                return Err("a pickle, but not a PyTorch memory snapshot: the dict has neither `segments` nor `device_traces` (expected the output of torch.cuda.memory._dump_snapshot)".into());
+                return Err("not a PyTorch memory snapshot: the dict has neither `segments` nor `device_traces` (expected the output of torch.cuda.memory._dump_snapshot)".into());
             }
             Err(_) => {
+                let old = if matches!(root, Value::List(_)) {
+                    " (torch.cuda.memory_snapshot() returns this list of segments alone, without the history of allocations: dump torch.cuda.memory._snapshot(), or call torch.cuda.memory._dump_snapshot(), after torch.cuda.memory._record_memory_history())"
+                } else {
+                    ""
+                };
                 return Err(format!(
-                    "a pickle, but not a PyTorch memory snapshot: it holds {}; expected a dict with `segments` and `device_traces` (the output of torch.cuda.memory._dump_snapshot)",
+                    "not a PyTorch memory snapshot: it holds {}; expected a dict with `segments` and `device_traces` (the output of torch.cuda.memory._dump_snapshot){old}",
                     crate::view_pickle::type_name(&root)
                 ));
             }

@@ -459,3 +459,36 @@ fn a_gpuscope_file_of_several_devices_shows_each_device() {
     assert!(!html.contains("<select id=\"device\">") && html.contains(r#"id="gpuscope-data">"#));
     drop((x, y));
 }
+
+/// A PyTorch snapshot that a script wrote as JSON (`json.dump` of the unpickled dict),
+/// or pickled with protocol 0, shows what the pickle shows.
+#[test]
+fn snapshots_in_json_and_protocol_0_show_as_their_pickles() {
+    // "FILE (PyTorch snapshot): N events, N segments, N blocks (X reserved) -> ..."
+    let summary = |input: &str| {
+        let out = out_dir().join("encodings.html");
+        let o = gpuscope(&[
+            "view",
+            data(&format!("pytorch-snapshots/{input}"))
+                .to_str()
+                .unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        let (stdout, stderr) = text(&o);
+        assert!(o.status.success(), "{input}: {stdout}\n{stderr}");
+        let at = stdout.find("(PyTorch snapshot): ").expect(&stdout);
+        stdout[at..].split(" -> ").next().unwrap().to_string()
+    };
+    for (pickle, other) in [
+        ("small_train.pickle", "other-encodings/small_train.json"),
+        (
+            "synthetic_training.pickle",
+            "other-encodings/synthetic_training_protocol0.pickle",
+        ),
+    ] {
+        let want = summary(pickle);
+        assert!(want.contains(" events, "), "{want}");
+        assert_eq!(summary(other), want, "{other}");
+    }
+}

@@ -26,8 +26,11 @@ the tests read every *.pickle here.
 
 Usage: python3 make_test_snapshots.py   (writes into this script's folder)
        python3 make_test_snapshots.py two_devices   (writes two_devices.pickle only)
+       python3 make_test_snapshots.py other_encodings   (writes other-encodings/: a
+           real snapshot as JSON, a synthetic one with pickle protocol 0)
 """
 
+import json
 import os
 import pickle
 import random
@@ -208,9 +211,29 @@ def write_two_devices():
         pickle.dump(snap, f)
 
 
+def write_other_encodings():
+    """The same snapshots as other tools write them, in other-encodings/: the real
+    small_train.pickle as JSON (`json.dump` of the unpickled dict, as scripts that
+    post-process `torch.cuda.memory._snapshot()` do) and synthetic_training.pickle with
+    pickle protocol 0 (text opcodes, as `pickle.dump(..., protocol=0)` writes)."""
+    out = os.path.join(HERE, "other-encodings")
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(HERE, "small_train.pickle"), "rb") as f:
+        small = pickle.load(f)
+    with open(os.path.join(out, "small_train.json"), "w") as f:
+        json.dump(small, f)
+    with open(os.path.join(HERE, "synthetic_training.pickle"), "rb") as f:
+        synthetic = pickle.load(f)
+    with open(os.path.join(out, "synthetic_training_protocol0.pickle"), "wb") as f:
+        pickle.dump(synthetic, f, protocol=0)
+
+
 def main():
     if sys.argv[1:] == ["two_devices"]:
         write_two_devices()
+        return
+    if sys.argv[1:] == ["other_encodings"]:
+        write_other_encodings()
         return
     write_two_devices()
     snap, _, _ = training_run(steps=12)
