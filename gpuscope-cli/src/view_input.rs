@@ -148,11 +148,32 @@ pub fn detect(bytes: &[u8]) -> Option<InputKind> {
             }
             _ => Some(InputKind::Gpuscope),
         }
-    } else if text.starts_with(b"op,") {
+    } else if text.starts_with(b"op,") || names_trace_columns(text) {
         Some(InputKind::Trace)
     } else {
         None
     }
+}
+
+/// Whether the first line is a trace's header written by another tool: the columns
+/// `op`, `id`, `size` and `stream` among others, in any order, quoted or not (as
+/// `Trace::parse_str` reads them).
+fn names_trace_columns(text: &[u8]) -> bool {
+    let line = &text[..text
+        .iter()
+        .position(|&b| b == b'\n')
+        .unwrap_or(text.len())
+        .min(400)];
+    let Ok(line) = std::str::from_utf8(line) else {
+        return false;
+    };
+    let names: Vec<String> = line
+        .split(',')
+        .map(|f| f.trim().trim_matches('"').trim().to_ascii_lowercase())
+        .collect();
+    ["op", "id", "size", "stream"]
+        .iter()
+        .all(|want| names.iter().any(|n| n == want))
 }
 
 /// Loads `path` as `options` say.
@@ -381,6 +402,13 @@ mod tests {
         assert_eq!(detect(b"{\"workload\": \"x\"}"), Some(InputKind::Gpuscope));
         assert_eq!(detect(b"(dp0\nVsegments"), Some(InputKind::Pytorch));
         assert_eq!(detect(b"}q\x00(X\x08"), Some(InputKind::Pytorch));
+        // Traces as a spreadsheet or pandas writes them.
+        assert_eq!(
+            detect(b"\"op\",\"id\",\"size\",\"stream\"\r\n"),
+            Some(InputKind::Trace)
+        );
+        assert_eq!(detect(b",stream,size,id,op,t\n"), Some(InputKind::Trace));
+        assert_eq!(detect(b"op_name,id,size\n"), None);
     }
 
     /// A snapshot written by Python as JSON, or pickled with protocol 0, replays as the
