@@ -89,6 +89,24 @@ def median_runs(runs_list):
     return out
 
 
+def spread_note(torch_default, gpuscope, rounds):
+    """A line on how far each side's rounds moved: the median over traces of the slowest
+    round's warm ns/op over the fastest's."""
+    def spread(runs):
+        xs = sorted(max(r["warm_repeats"]) / min(r["warm_repeats"]) for r in runs.values()
+                    if r.get("warm_repeats") and min(r["warm_repeats"]) > 0)
+        return xs[len(xs) // 2] if xs else 1.0
+    t, g = spread(torch_default), spread(gpuscope)
+    line = (f"Rounds: {rounds}; slowest over fastest round, median over traces: PyTorch "
+            f"{t:.2f}x, gpuscope {g:.2f}x.")
+    if max(t, g) > 1.4:
+        line += (" The rounds ran at different speeds (on the H100 machine each process runs"
+                 " at one of two speeds): medians of few rounds can set one side's fast rounds"
+                 " against the other's slow ones; use more rounds (REPEATS=9) or read the"
+                 " fastest-round column.")
+    return line
+
+
 def warm_calls_per_pass(r):
     n = max(len(r.get("pass_calls", [])) - 1, 1)
     return sum(r["warm_calls"][k] for k in MEMORY_AND_WAITS) / n
@@ -161,6 +179,8 @@ def main(out_dir):
     if rows:
         keys = ("warm", "fastest", "cold", "1.02", "better", "lower", "allocs", "calls")
         print(f"| met on (of {rows}) | " + " | ".join(str(met[k]) for k in keys) + " |")
+        print()
+        print(spread_note(torch.get("default", {}), ours["gpuscope"], len(torch_reps)))
 
     ten = gpuscope_runs(os.path.join(out_dir, "gpuscope_passes10.jsonl"))
     if ten:
