@@ -32,8 +32,8 @@ fn all_traces() -> Vec<(String, Trace)> {
         .collect();
     names.sort();
     assert!(
-        names.len() >= 60,
-        "the corpus has {} traces: expected the 3 shared ones, 54 recorded and 3 of the GPT example",
+        names.len() >= 64,
+        "the corpus has {} traces: expected the 3 shared ones, 58 recorded and 3 of the GPT example",
         names.len()
     );
     names
@@ -274,12 +274,12 @@ fn peak_reserved_stays_near_or_below_pytorch() {
     );
 }
 
-/// Traces of the third, fourth, fifth and seventh corpora (recorded after the policy was
-/// set, held out from it) on which gpuscope makes more device allocations than PyTorch
-/// did, and how many it makes: PyTorch's default allocator reserved more memory early
-/// (1,264 against 1,064 MiB, 6,906 against 6,132, 2,542 against 1,764, 2,838 against
-/// 2,336 and 1,070 against 862), and later steps found it cached where gpuscope's
-/// tighter arena grows (`model_swap_serve`: the first model's weights arrive between
+/// Traces of the third, fourth, fifth, seventh and eighth corpora (recorded after the
+/// policy was set, held out from it) on which gpuscope makes more device allocations
+/// than PyTorch did, and how many it makes: PyTorch's default allocator reserved more
+/// memory early (1,264 against 1,064 MiB, 6,906 against 6,132, 2,542 against 1,764,
+/// 2,838 against 2,336, 1,070 against 862 and 5,654 against 3,610), and later steps
+/// found it cached where gpuscope's tighter arena grows (`model_swap_serve`: the first model's weights arrive between
 /// frees, so no run of growths forms and its large arena grows 20 MiB at a time). Growth steps that fix the first two
 /// (growing by 5/4 of the last step in any burst of growths, or while the arena's live
 /// memory only grows) move reserved memory up or down on other traces and do not fix
@@ -291,6 +291,7 @@ const MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH: &[(&str, u64)] = &[
     ("superres_randcrop_train.csv", 48),
     ("unet_cfg_varres_infer.csv", 20),
     ("vae_conv_train.csv", 37),
+    ("vqvae_codebook_train.csv", 13),
 ];
 
 /// Device allocations (`cuMemCreate`) stay at most PyTorch's (`cudaMalloc`) when the
