@@ -174,18 +174,14 @@ impl Parser<'_> {
             fields[slot] = unquote(f);
         }
         if count != c.count {
-            let header = if c == Columns::STANDARD {
-                HEADER.to_string()
+            let expected = if c == Columns::STANDARD {
+                format!("4 fields `{HEADER}`")
             } else {
-                "the header's".to_string()
+                format!("{} fields, as the header has", c.count)
             };
             return Err(self.err(
                 n,
-                format!(
-                    "expected {} fields `{header}`, found {count} in `{}`",
-                    c.count,
-                    clip(line)
-                ),
+                format!("expected {expected}, found {count} in `{}`", clip(line)),
             ));
         }
         let [op, id, size, stream] = fields;
@@ -359,7 +355,7 @@ mod tests {
         }
         let m = message("op,id,size,stream,x\na,1,4096,0\n");
         assert!(
-            m.contains("expected 5 fields `the header's`, found 4"),
+            m.contains("expected 5 fields, as the header has, found 4"),
             "{m}"
         );
         let m = message("op,id,size,stream\na,1,4096,94823749234123\n");
