@@ -6,7 +6,7 @@
 # cold ns/op, peak reserved / peak allocated, device allocations and driver calls per
 # warm pass, and gpuscope against issue 11's targets.
 #
-# Both sides run REPEATS times (default 5), alternately (PyTorch, then gpuscope), so that
+# Both sides run REPEATS times (default 9), alternately (PyTorch, then gpuscope), so that
 # both meet the same machine; the tables take each side's median warm and cold ns/op
 # over the repeats. Memory figures and driver calls are the same in every repeat.
 # PIN_CPU=N runs every process on CPU N alone (taskset); off by default: on the H100
@@ -20,7 +20,7 @@ out=$2
 shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
-repeats=${REPEATS:-5}
+repeats=${REPEATS:-9}
 pin=()
 if [[ -n ${PIN_CPU:-} ]] && command -v taskset > /dev/null; then
   pin=(taskset -c "$PIN_CPU")
