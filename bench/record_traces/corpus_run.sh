@@ -2,7 +2,7 @@
 # The GPU-machine call that records one corpus of workloads and replays it, before any
 # change, through gpuscope and PyTorch. From the repository root, with a release build
 # of the gpuscope command:
-#   bash bench/record_traces/corpus_run.sh WORKLOADS_FILE GPUSCOPE_BINARY OUT_DIR [REPEATS]
+#   bash bench/record_traces/corpus_run.sh WORKLOADS_FILE GPUSCOPE_BINARY OUT_DIR [REPEATS, default 9]
 # WORKLOADS_FILE: workloads_third.py, workloads_fourth.py, ... (its WORKLOADS names), by
 # its name or a path.
 # Writes OUT_DIR/traces/ (NAME.csv, NAME.json, record.log), OUT_DIR/cmp/ (the
@@ -13,7 +13,7 @@ set -uo pipefail
 file=$1
 bin=$2
 out=$3
-repeats=${4:-3}
+repeats=${4:-9}
 here=$(cd "$(dirname "$0")" && pwd)
 # A path from here, or a file of this folder by its name.
 [[ -f $file ]] || file=$here/$file
