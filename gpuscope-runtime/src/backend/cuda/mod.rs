@@ -234,10 +234,7 @@ impl CudaBackend {
             .unwrap_or_else(|e| e.into_inner())
             .get(stream.index())
             .cloned()
-            .ok_or_else(|| BackendError::InvalidHandle {
-                what: "stream",
-                detail: format!("{stream} was never created on this CUDA device"),
-            })
+            .ok_or_else(|| unknown_stream(stream))
     }
 
     /// The device address of this device's error record, for kernels that report
@@ -328,7 +325,14 @@ impl CudaBackend {
     }
 
     fn raw_stream(&self, stream: StreamId) -> Result<sys::CUstream, BackendError> {
-        Ok(self.cuda_stream(stream)?.cu_stream())
+        // The handle only: no clone of the stream's `Arc` (two atomic operations on the
+        // allocator's poll and on every launch).
+        self.streams
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(stream.index())
+            .map(|s| s.cu_stream())
+            .ok_or_else(|| unknown_stream(stream))
     }
 
     /// The driver handle of `event` (for cross-device waits).
@@ -342,6 +346,14 @@ impl CudaBackend {
                 what: "event",
                 detail: format!("event {} does not exist", event.0),
             })
+    }
+}
+
+/// A stream id this device never created.
+fn unknown_stream(stream: StreamId) -> BackendError {
+    BackendError::InvalidHandle {
+        what: "stream",
+        detail: format!("{stream} was never created on this CUDA device"),
     }
 }
 
