@@ -16,7 +16,7 @@ use gpuscope_runtime::backend::StreamId;
 use gpuscope_runtime::backend::test::TestBackend;
 use gpuscope_runtime::format_bytes;
 use gpuscope_runtime::memory::{self, MemorySnapshot};
-use gpuscope_runtime::trace::{Trace, TraceError, TraceOp};
+use gpuscope_runtime::trace::{Trace, TraceError, TraceOp, is_header};
 
 use crate::view_pytorch::{self, PytorchSnapshot};
 
@@ -155,25 +155,12 @@ pub fn detect(bytes: &[u8]) -> Option<InputKind> {
     }
 }
 
-/// Whether the first line is a trace's header written by another tool: the columns
-/// `op`, `id`, `size` and `stream` among others, in any order, quoted or not (as
-/// `Trace::parse_str` reads them).
+/// Whether the first line is a trace's header (as `Trace::parse_str` reads it: the four
+/// columns in any order, quoted or not, among others).
 fn names_trace_columns(text: &[u8]) -> bool {
-    let line = &text[..text
-        .iter()
-        .position(|&b| b == b'\n')
-        .unwrap_or(text.len())
-        .min(400)];
-    let Ok(line) = std::str::from_utf8(line) else {
-        return false;
-    };
-    let names: Vec<String> = line
-        .split(',')
-        .map(|f| f.trim().trim_matches('"').trim().to_ascii_lowercase())
-        .collect();
-    ["op", "id", "size", "stream"]
-        .iter()
-        .all(|want| names.iter().any(|n| n == want))
+    let end = text.iter().position(|&b| b == b'\n').unwrap_or(text.len());
+    std::str::from_utf8(&text[..end.min(4096)])
+        .is_ok_and(|line| is_header(line.strip_suffix('\r').unwrap_or(line)))
 }
 
 /// Loads `path` as `options` say.
@@ -361,7 +348,12 @@ pub fn read_replay_trace(path: &Path) -> Result<(Trace, Vec<String>), String> {
                 path.display()
             ));
         }
-        _ => return Ok((Trace::read(path).map_err(|e| e.to_string())?, Vec::new())),
+        // Parsed from the bytes already read (and within the size limit).
+        _ => {
+            let trace = Trace::parse_bytes(&bytes, &path.display().to_string())
+                .map_err(|e| e.to_string())?;
+            return Ok((trace, Vec::new()));
+        }
     }
     let name = path.display();
     let root = view_pytorch::decode(&bytes).map_err(|m| format!("{name}: {m}"))?;

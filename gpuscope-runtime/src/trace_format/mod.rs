@@ -38,6 +38,8 @@ use std::path::Path;
 
 mod parse;
 
+pub use parse::is_header;
+
 /// One operation of a trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TraceOp {

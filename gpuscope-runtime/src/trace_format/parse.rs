@@ -114,6 +114,12 @@ impl Columns {
     }
 }
 
+/// Whether `line` is a trace's header: it names the columns `op`, `id`, `size` and
+/// `stream` (in any order, quoted or not, among others), each once.
+pub fn is_header(line: &str) -> bool {
+    Columns::from_header(line.strip_prefix('\u{feff}').unwrap_or(line)).is_ok()
+}
+
 /// A field without the spaces and the double quotes around it.
 fn unquote(field: &str) -> &str {
     let f = field.trim();
@@ -360,6 +366,25 @@ mod tests {
         );
         let m = message("op,id,size,stream\na,1,4096,94823749234123\n");
         assert!(m.contains("number the trace's streams 0, 1, 2"), "{m}");
+    }
+
+    #[test]
+    fn headers_are_told_from_other_first_lines() {
+        for h in [
+            "op,id,size,stream",
+            "\u{feff}\"Stream\",op,id,size,t",
+            ",op,id,size,stream",
+        ] {
+            assert!(is_header(h), "{h}");
+        }
+        for h in [
+            "op,id,size",
+            "a,0,4096,0",
+            "op,id,size,stream,id",
+            "{\"format\":1}",
+        ] {
+            assert!(!is_header(h), "{h}");
+        }
     }
 
     #[test]
