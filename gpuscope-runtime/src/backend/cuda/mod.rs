@@ -21,8 +21,7 @@
 //! ([`CudaBackend::take_device_side_error`]), PyTorch's device-side assertions as an
 //! error you can recover from.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys;
@@ -33,8 +32,12 @@ use super::{
     VirtualMemory,
 };
 
+mod error_record;
 pub mod peer;
 mod virtual_memory;
+
+pub use error_record::DeviceSideError;
+use error_record::ErrorRecordSlot;
 
 /// Whether the CUDA driver library can be loaded on this machine. When it cannot, any
 /// other cudarc call would panic.
@@ -60,7 +63,7 @@ pub fn unavailable_reason() -> Option<String> {
 }
 
 /// `CUDA_ERROR_X: description`.
-fn describe(e: DriverError) -> String {
+pub(super) fn describe(e: DriverError) -> String {
     let name = e
         .error_name()
         .map(|s| s.to_string_lossy().into_owned())
@@ -72,7 +75,7 @@ fn describe(e: DriverError) -> String {
     format!("{name}: {text}")
 }
 
-fn driver(call: &'static str, e: DriverError) -> BackendError {
+pub(super) fn driver(call: &'static str, e: DriverError) -> BackendError {
     if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
         return BackendError::OutOfMemory { requested: 0 };
     }
@@ -82,7 +85,7 @@ fn driver(call: &'static str, e: DriverError) -> BackendError {
     }
 }
 
-fn oom_or(call: &'static str, requested: usize) -> impl Fn(DriverError) -> BackendError {
+pub(super) fn oom_or(call: &'static str, requested: usize) -> impl Fn(DriverError) -> BackendError {
     move |e| match driver(call, e) {
         BackendError::OutOfMemory { .. } => BackendError::OutOfMemory { requested },
         other => other,
@@ -96,46 +99,6 @@ struct RawEvent(sys::CUevent);
 unsafe impl Send for RawEvent {}
 unsafe impl Sync for RawEvent {}
 
-/// The error record's layout, shared with the kernels (`gs_error_record` in
-/// `kernels/ops.cu`): `code` is written last, after a system-wide fence, so a non-zero
-/// `code` means the other fields are complete.
-#[repr(C)]
-struct RawErrorRecord {
-    /// 0: no error; otherwise what found it (the kernel's caller decides the codes).
-    code: u32,
-    /// Taken by the first kernel thread that reports (atomicCAS from 0).
-    claim: u32,
-    row: i64,
-    value: i64,
-    limit: i64,
-}
-
-/// The device's error record: mapped pinned host memory and the address kernels
-/// write it through.
-struct ErrorRecord {
-    host: *mut RawErrorRecord,
-    device: sys::CUdeviceptr,
-}
-
-// SAFETY: the record is process-wide pinned memory; the host side touches it only
-// through atomic and volatile accesses (see `take_device_side_error`).
-unsafe impl Send for ErrorRecord {}
-unsafe impl Sync for ErrorRecord {}
-
-/// An error a kernel recorded on the device (see the [module documentation](self)):
-/// what found it, and the row, the bad value and the limit it broke.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DeviceSideError {
-    /// Which operation and step found it, as the launching code numbered it.
-    pub code: u32,
-    /// The row (or element) where it was found.
-    pub row: i64,
-    /// The value that was out of range.
-    pub value: i64,
-    /// The exclusive upper bound the value had to respect (from 0).
-    pub limit: i64,
-}
-
 /// A CUDA device. See the [module documentation](self).
 pub struct CudaBackend {
     ctx: Arc<CudaContext>,
@@ -145,9 +108,8 @@ pub struct CudaBackend {
     vmm: Option<Vmm>,
     /// Other devices (ordinals) that new mappings are made accessible to.
     peers: RwLock<Vec<i32>>,
-    /// Allocated on first use (`error_record_ptr`); `error_init` serialises that.
-    errors: OnceLock<ErrorRecord>,
-    error_init: Mutex<()>,
+    /// Where kernels report bad inputs; allocated on first use (`error_record_ptr`).
+    errors: ErrorRecordSlot,
 }
 
 /// Virtual memory properties of the device.
@@ -190,8 +152,7 @@ impl CudaBackend {
             events: Mutex::new(Vec::new()),
             vmm,
             peers: RwLock::new(Vec::new()),
-            errors: OnceLock::new(),
-            error_init: Mutex::new(()),
+            errors: ErrorRecordSlot::default(),
         })
     }
 
@@ -241,43 +202,7 @@ impl CudaBackend {
     /// errors in their inputs (see the [module documentation](self)). Allocates and
     /// zeroes the record on first use.
     pub fn error_record_ptr(&self) -> Result<sys::CUdeviceptr, BackendError> {
-        if let Some(r) = self.errors.get() {
-            return Ok(r.device);
-        }
-        let _guard = self.error_init.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(r) = self.errors.get() {
-            return Ok(r.device);
-        }
-        self.bind()?;
-        let size = std::mem::size_of::<RawErrorRecord>();
-        let flags = sys::CU_MEMHOSTALLOC_DEVICEMAP | sys::CU_MEMHOSTALLOC_PORTABLE;
-        // SAFETY: a fresh pinned allocation; the result is checked, the memory zeroed
-        // below before anything reads it.
-        let host = unsafe { result::malloc_host(size, flags) }
-            .map_err(oom_or("cuMemHostAlloc", size))?
-            .cast::<RawErrorRecord>();
-        // SAFETY: `host` holds `size` bytes, aligned for the record (pinned
-        // allocations are page-aligned); all-zero is the empty record.
-        unsafe { std::ptr::write_bytes(host, 0, 1) };
-        let mut device: sys::CUdeviceptr = 0;
-        // SAFETY: `host` came from cuMemHostAlloc with DEVICEMAP in this context.
-        let mapped = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host.cast(), 0) }
-            .result()
-            .map_err(|e| driver("cuMemHostGetDevicePointer", e));
-        if let Err(e) = mapped {
-            // SAFETY: allocated above, never handed out.
-            if let Err(free) = unsafe { result::free_host(host.cast()) } {
-                tracing::warn!(
-                    "cuMemFreeHost of an unused error record failed: {}",
-                    describe(free)
-                );
-            }
-            return Err(e);
-        }
-        Ok(self
-            .errors
-            .get_or_init(|| ErrorRecord { host, device })
-            .device)
+        self.errors.device_ptr(|| self.bind())
     }
 
     /// The error a kernel recorded on this device since the last call, cleared so the
@@ -285,32 +210,7 @@ impl CudaBackend {
     /// needed). Call it after waiting for the work that may have reported: one load of
     /// host memory, no driver call.
     pub fn take_device_side_error(&self) -> Option<DeviceSideError> {
-        let r = self.errors.get()?;
-        // SAFETY: the record lives as long as the backend; `code` is a 4-byte-aligned
-        // u32 that the host touches only atomically.
-        let code = unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*r.host).code)) };
-        if code.load(Ordering::Acquire) == 0 {
-            return None;
-        }
-        // One host thread takes the report (another that saw it set gets 0 here).
-        let taken = code.swap(0, Ordering::AcqRel);
-        if taken == 0 {
-            return None;
-        }
-        // SAFETY: a non-zero code was written after the fields (behind a system fence),
-        // and no kernel writes them until `claim` is cleared below.
-        let report = unsafe {
-            DeviceSideError {
-                code: taken,
-                row: std::ptr::read_volatile(std::ptr::addr_of!((*r.host).row)),
-                value: std::ptr::read_volatile(std::ptr::addr_of!((*r.host).value)),
-                limit: std::ptr::read_volatile(std::ptr::addr_of!((*r.host).limit)),
-            }
-        };
-        // SAFETY: as for `code`; from here kernels may claim the record again.
-        unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*r.host).claim)) }
-            .store(0, Ordering::Release);
-        Some(report)
+        self.errors.take()
     }
 
     /// The devices, other than this one, that new mappings are made accessible to.
@@ -576,20 +476,7 @@ impl Drop for CudaBackend {
                 let _ = unsafe { result::event::destroy(e.0) };
             }
         }
-        if let Some(record) = self.errors.take() {
-            // Kernels still queued may write the record: wait for them first.
-            let freed = self
-                .ctx
-                .synchronize()
-                .map_err(|e| driver("cuCtxSynchronize", e))
-                .and_then(|()| {
-                    // SAFETY: allocated by cuMemHostAlloc; no work uses it any more.
-                    unsafe { result::free_host(record.host.cast()) }
-                        .map_err(|e| driver("cuMemFreeHost", e))
-                });
-            if let Err(e) = freed {
-                tracing::warn!("freeing the CUDA error record failed: {e}");
-            }
-        }
+        // Kernels still queued may write the record: `free` waits for them first.
+        self.errors.free(&self.ctx);
     }
 }
