@@ -37,11 +37,12 @@ import workloads_fifth  # noqa: E402
 import workloads_sixth  # noqa: E402
 import workloads_seventh  # noqa: E402
 import workloads_eighth  # noqa: E402
+import workloads_ninth  # noqa: E402
 
 WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS, **workloads_third.WORKLOADS,
              **workloads_fourth.WORKLOADS, **workloads_fifth.WORKLOADS,
              **workloads_sixth.WORKLOADS, **workloads_seventh.WORKLOADS,
-             **workloads_eighth.WORKLOADS}
+             **workloads_eighth.WORKLOADS, **workloads_ninth.WORKLOADS}
 
 
 def convert(events):

@@ -3,8 +3,8 @@
 # machine, from the repository root:
 #   bash bench/record_traces/record_all.sh OUT_DIR [NAME...]
 # NAMEs: workloads of workloads.py, workloads_more.py, workloads_third.py,
-# workloads_fourth.py, workloads_fifth.py, workloads_sixth.py, workloads_seventh.py or
-# workloads_eighth.py (default: every one).
+# workloads_fourth.py, workloads_fifth.py, workloads_sixth.py, workloads_seventh.py,
+# workloads_eighth.py or workloads_ninth.py (default: every one).
 # Writes OUT_DIR/NAME.csv and OUT_DIR/NAME.json per workload, OUT_DIR/small_train.pickle
 # (when no NAME is given) and OUT_DIR/record.log.
 set -uo pipefail
@@ -17,7 +17,7 @@ if [[ ${#names[@]} -eq 0 ]]; then
   read -r -a names <<< "$(cd "$here" && python3 -c 'import ast
 for f in ("workloads.py", "workloads_more.py", "workloads_third.py", "workloads_fourth.py",
           "workloads_fifth.py", "workloads_sixth.py", "workloads_seventh.py",
-          "workloads_eighth.py"):
+          "workloads_eighth.py", "workloads_ninth.py"):
     for n in ast.parse(open(f).read()).body:
         if isinstance(n, ast.Assign) and n.targets[0].id == "WORKLOADS":
             print(" ".join(k.value for k in n.value.keys), end=" ")')"
