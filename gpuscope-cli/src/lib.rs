@@ -10,8 +10,11 @@
 //! - `view`: `gpuscope view`, the memory viewer page; `view_input` (what it reads),
 //!   `view_pytorch`, `view_pickle` and `view_unpickle` (PyTorch snapshot pickles, also
 //!   for `replay`);
+//! - `compressed`: gzip-compressed inputs of `view` and `replay`, and the other
+//!   compressed formats named;
 //! - `src/bin/`: the two binaries, both calling [`main`].
 
+mod compressed;
 mod lint;
 mod replay;
 mod view;

@@ -18,6 +18,7 @@ use gpuscope_runtime::format_bytes;
 use gpuscope_runtime::memory::{self, MemorySnapshot};
 use gpuscope_runtime::trace::{Trace, TraceError, TraceOp, is_header};
 
+use crate::compressed::{CompressedError, decompress};
 use crate::view_pytorch::{self, PytorchSnapshot};
 
 /// Files larger than this many MiB are refused unless the limit is raised.
@@ -81,8 +82,24 @@ fn input_err(path: &Path, message: impl Into<String>) -> ViewError {
     }
 }
 
-/// Reads `path`, refusing files larger than `max_mib` MiB before reading them.
-pub fn read_bytes(path: &Path, max_mib: u64) -> Result<Vec<u8>, ViewError> {
+/// How the user raises the input size limit: `gpuscope view`'s option or `gpuscope
+/// replay`'s environment variable, as the text to show for `n` MiB.
+pub type RaiseLimit = fn(u64) -> String;
+
+/// `gpuscope view`'s way: `--max-input-mib N`.
+pub fn raise_with_option(mib: u64) -> String {
+    format!("--max-input-mib {mib}")
+}
+
+/// `gpuscope replay`'s way: `GPUSCOPE_MAX_INPUT_MIB=N`.
+pub fn raise_with_variable(mib: u64) -> String {
+    format!("{MAX_INPUT_VAR}={mib}")
+}
+
+/// Reads `path`, refusing files larger than `max_mib` MiB before reading them, and
+/// decompresses it if it is gzip-compressed (to at most `max_mib` MiB; other
+/// compressed formats are named with the command that decompresses them).
+pub fn read_bytes(path: &Path, max_mib: u64, raise: RaiseLimit) -> Result<Vec<u8>, ViewError> {
     let io = |source| ViewError::Io {
         file: path.display().to_string(),
         source,
@@ -99,15 +116,26 @@ pub fn read_bytes(path: &Path, max_mib: u64) -> Result<Vec<u8>, ViewError> {
         return Err(input_err(
             path,
             format!(
-                "the file is {} ({} bytes), more than the {} this command reads by default; if it really is a snapshot, raise the limit with --max-input-mib {} (reading a snapshot takes several times its size in memory)",
+                "the file is {} ({} bytes), more than the {} this command reads by default; if it really is a snapshot or trace, raise the limit with {} (reading a snapshot takes several times its size in memory)",
                 format_bytes(meta.len() as usize),
                 meta.len(),
                 format_bytes(max as usize),
-                meta.len().div_ceil(1 << 20)
+                raise(meta.len().div_ceil(1 << 20))
             ),
         ));
     }
-    std::fs::read(path).map_err(io)
+    let bytes = std::fs::read(path).map_err(io)?;
+    decompress(bytes, max).map_err(|e| match e {
+        CompressedError::TooLarge { .. } => input_err(
+            path,
+            format!(
+                "gzip-compressed, and more than {} decompressed, the most this command reads: if it really is a snapshot or trace, raise the limit with {}",
+                format_bytes(max as usize),
+                raise(max_mib.saturating_mul(4))
+            ),
+        ),
+        other => input_err(path, other.to_string()),
+    })
 }
 
 /// The keys a PyTorch snapshot dict starts with when written as JSON (`segments` first
@@ -165,7 +193,7 @@ fn names_trace_columns(text: &[u8]) -> bool {
 
 /// Loads `path` as `options` say.
 pub fn load(path: &Path, options: &LoadOptions) -> Result<Loaded, ViewError> {
-    let bytes = read_bytes(path, options.max_input_mib)?;
+    let bytes = read_bytes(path, options.max_input_mib, raise_with_option)?;
     if bytes.is_empty() {
         return Err(input_err(path, "the file is empty"));
     }
@@ -334,7 +362,7 @@ pub fn read_replay_trace(path: &Path) -> Result<(Trace, Vec<String>), String> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_MAX_INPUT_MIB);
-    let bytes = read_bytes(path, max).map_err(|e| e.to_string())?;
+    let bytes = read_bytes(path, max, raise_with_variable).map_err(|e| e.to_string())?;
     match detect(&bytes) {
         Some(InputKind::Pytorch) => {}
         Some(InputKind::Gpuscope) => {

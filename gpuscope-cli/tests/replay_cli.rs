@@ -326,3 +326,104 @@ fn a_removed_configuration_key_says_what_to_do() {
         "{err}"
     );
 }
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+/// The figures of `gpuscope replay --format json` that do not depend on timing.
+fn replay_figures(path: &str, max_input_mib: Option<&str>) -> Result<Vec<u64>, String> {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_gpuscope"));
+    c.args([
+        "replay",
+        "--backend",
+        "sim",
+        "--warm-passes",
+        "1",
+        "--format",
+        "json",
+        path,
+    ])
+    .env_remove("GPUSCOPE_ALLOC_CONF")
+    .env_remove("GPUSCOPE_MAX_INPUT_MIB");
+    if let Some(mib) = max_input_mib {
+        c.env("GPUSCOPE_MAX_INPUT_MIB", mib);
+    }
+    let out = c.output().expect("gpuscope runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() {
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        return Err(stderr);
+    }
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    Ok([
+        "ops",
+        "peak_allocated",
+        "peak_reserved",
+        "device_allocs",
+        "device_frees",
+    ]
+    .iter()
+    .map(|k| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}")))
+    .collect())
+}
+
+/// A gzip-compressed trace replays as the trace inside; a damaged one, one larger than
+/// the limit once decompressed, and other compressed formats are errors that say what
+/// to do.
+#[test]
+fn compressed_traces_replay_or_say_what_to_do() {
+    let plain = trace("wgan_gp_train.csv");
+    let text = std::fs::read(&plain).unwrap();
+    let gz = gzip(&text);
+    let gz_path = temp_trace("wgan_gp_train.csv.gz", "");
+    std::fs::write(&gz_path, &gz).unwrap();
+    let want = replay_figures(&plain, None).unwrap();
+    assert_eq!(replay_figures(&gz_path, None).unwrap(), want);
+
+    // 4 MiB of trace in a small file: refused past a 1 MiB limit, with how to raise it.
+    let mut big = String::from("op,id,size,stream\n");
+    for i in 0..100_000u64 {
+        big.push_str(&format!("a,{i},512,0\nf,{i},0,0\n"));
+    }
+    assert!(big.len() > 2 << 20);
+    let big_path = temp_trace("big.csv.gz", "");
+    std::fs::write(&big_path, gzip(big.as_bytes())).unwrap();
+    let e = replay_figures(&big_path, Some("1")).unwrap_err();
+    assert!(
+        e.contains("gzip-compressed, and more than 1.00 MiB decompressed")
+            && e.contains("GPUSCOPE_MAX_INPUT_MIB=4"),
+        "{e}"
+    );
+    assert_eq!(replay_figures(&big_path, Some("4")).unwrap()[0], 200_000);
+
+    let (code, name, e) = replay_text("cut.csv.gz", &gz[..gz.len() / 2]);
+    assert_eq!(code, Some(1), "{e}");
+    assert!(
+        e.starts_with(&format!("error: {name}: gzip-compressed"))
+            && e.contains("is the file complete?"),
+        "{e}"
+    );
+    let (code, name, e) = replay_text("t.csv.zst", b"\x28\xb5\x2f\xfd\x04\x00rest");
+    assert_eq!(code, Some(1), "{e}");
+    assert!(
+        e.starts_with(&format!("error: {name}: zstd-compressed")) && e.contains("`zstd -d FILE`"),
+        "{e}"
+    );
+}
+
+/// A file over the input limit is refused before it is read, naming the environment
+/// variable that raises the limit for `replay` (its option is `view`'s).
+#[test]
+fn a_trace_over_the_input_limit_names_the_variable_that_raises_it() {
+    let p = temp_trace("two_mib.csv", &"x".repeat(2 << 20));
+    let e = replay_figures(&p, Some("1")).unwrap_err();
+    assert!(
+        e.contains("more than the 1.00 MiB") && e.contains("GPUSCOPE_MAX_INPUT_MIB=2"),
+        "{e}"
+    );
+    assert!(!e.contains("--max-input-mib"), "{e}");
+}

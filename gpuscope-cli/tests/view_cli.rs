@@ -492,3 +492,41 @@ fn snapshots_in_json_and_protocol_0_show_as_their_pickles() {
         assert_eq!(summary(other), want, "{other}");
     }
 }
+
+/// A gzip-compressed PyTorch snapshot or trace shows what the file inside shows.
+#[test]
+fn gzip_compressed_inputs_show_as_the_file_inside() {
+    use std::io::Write;
+    let summary = |input: &Path, kind: &str| {
+        let out = out_dir().join("gzip.html");
+        let o = gpuscope(&["view", input.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        let (stdout, stderr) = text(&o);
+        assert!(
+            o.status.success(),
+            "{}: {stdout}\n{stderr}",
+            input.display()
+        );
+        let at = stdout.find(kind).expect(&stdout);
+        stdout[at..].split(" -> ").next().unwrap().to_string()
+    };
+    for (file, kind) in [
+        (
+            "pytorch-snapshots/small_train.pickle",
+            "(PyTorch snapshot): ",
+        ),
+        ("traces/wgan_gp_train.csv", " events, "),
+    ] {
+        let plain = data(file);
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        e.write_all(&std::fs::read(&plain).unwrap()).unwrap();
+        let gz = write("compressed.gz", &e.finish().unwrap());
+        let want = summary(&plain, kind);
+        assert!(want.contains(" events, "), "{want}");
+        assert_eq!(summary(&gz, kind), want, "{file}");
+    }
+    let e = view_err(&write("snapshot.pickle.xz", b"\xfd7zXZ\x00rest"));
+    assert!(
+        e.contains("xz-compressed") && e.contains("`xz -dk FILE`"),
+        "{e}"
+    );
+}
