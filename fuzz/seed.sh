@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 root=..
 c=corpus
-mkdir -p $c/{trace_parse,alloc_conf,lint_config,lint_source,pytorch_snapshot,gpuscope_json,macro_args,alloc_drive}
+mkdir -p $c/{trace_parse,alloc_conf,lint_config,lint_source,pytorch_snapshot,gpuscope_json,macro_args,alloc_drive,replay_input}
 # Traces (each cut to its first 300 lines, so the fuzzer mutates small inputs) and the bad ones.
 for f in $root/tests/data/traces/*.csv; do head -300 "$f" > $c/trace_parse/$(basename "$f"); done
 find $root -path ./target -prune -o -name '*.csv' -path '*bad*' -print 2>/dev/null | while read -r f; do cp "$f" $c/trace_parse/bad-$(basename "$f"); done
@@ -32,6 +32,11 @@ find $root/tests/data/pytorch-snapshots/other-encodings -type f 2>/dev/null | wh
 # Attribute arguments, as written in the ui tests.
 grep -rhoE '#\[(gpu_scope|no_grad)\((.*)\)\]' $root/tests/ui | sed -E 's/^#\[(gpu_scope|no_grad)\((.*)\)\]$/\2/' | sort -u | \
   awk -v d=$c/macro_args '{ f = d "/seed" NR; printf "%s", $0 > f; close(f) }'
+# What replay reads: a few traces (cut) and snapshots, plain and gzip-compressed.
+for f in $root/tests/data/traces/{bert_infer,prefetch_train,pipeline_two_stream_train}.csv; do
+  head -200 "$f" > $c/replay_input/$(basename "$f"); gzip -c $c/replay_input/$(basename "$f") > $c/replay_input/$(basename "$f").gz; done
+for f in $root/tests/data/pytorch-snapshots/{small_train,synthetic_training}.pickle $root/tests/data/pytorch-snapshots/other-encodings/small_train.json; do
+  cp "$f" $c/replay_input/; gzip -c "$f" > $c/replay_input/$(basename "$f").gz; done
 # Allocator drives: a few byte strings.
 printf '\x01\x00\x07\xc8\x01\x01\x07\x03' > $c/alloc_drive/seed0
 printf '\x03\x00\x10\x10\x00\x20\x20\x01\x05\x00\x01\x03\x00\x07' > $c/alloc_drive/seed1

@@ -94,4 +94,14 @@ pub mod fuzzing {
             trace.ops().len(),
         ))
     }
+
+    /// Reads a file's bytes as `gpuscope replay` does after reading it: decompressed if
+    /// gzip-compressed (at most 16 MiB), then a trace or a PyTorch snapshot's trace; its
+    /// operations, or the error the user sees.
+    pub fn replay_input(bytes: &[u8]) -> Result<usize, String> {
+        let bytes =
+            crate::compressed::decompress(bytes.to_vec(), 16 << 20).map_err(|e| e.to_string())?;
+        let (trace, _) = crate::view_input::replay_trace_from_bytes(&bytes, "input")?;
+        Ok(trace.ops().len())
+    }
 }

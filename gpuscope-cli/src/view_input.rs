@@ -363,7 +363,13 @@ pub fn read_replay_trace(path: &Path) -> Result<(Trace, Vec<String>), String> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_MAX_INPUT_MIB);
     let bytes = read_bytes(path, max, raise_with_variable).map_err(|e| e.to_string())?;
-    match detect(&bytes) {
+    replay_trace_from_bytes(&bytes, &path.display().to_string())
+}
+
+/// [`read_replay_trace`] of a file's (decompressed) bytes; `name` names the file in
+/// errors.
+pub fn replay_trace_from_bytes(bytes: &[u8], name: &str) -> Result<(Trace, Vec<String>), String> {
+    match detect(bytes) {
         Some(InputKind::Pytorch) => {}
         Some(InputKind::Gpuscope) => {
             let what = if bytes.windows(10).take(400).any(|w| w == b"\"workload\"") {
@@ -372,19 +378,16 @@ pub fn read_replay_trace(path: &Path) -> Result<(Trace, Vec<String>), String> {
                 "a gpuscope memory snapshot (`gpuscope view` shows it)"
             };
             return Err(format!(
-                "{}: JSON, {what}; `gpuscope replay` takes an allocation trace (CSV `op,id,size,stream`) or a PyTorch memory snapshot (pickle, or the same dict as JSON)",
-                path.display()
+                "{name}: JSON, {what}; `gpuscope replay` takes an allocation trace (CSV `op,id,size,stream`) or a PyTorch memory snapshot (pickle, or the same dict as JSON)"
             ));
         }
         // Parsed from the bytes already read (and within the size limit).
         _ => {
-            let trace = Trace::parse_bytes(&bytes, &path.display().to_string())
-                .map_err(|e| e.to_string())?;
+            let trace = Trace::parse_bytes(bytes, name).map_err(|e| e.to_string())?;
             return Ok((trace, Vec::new()));
         }
     }
-    let name = path.display();
-    let root = view_pytorch::decode(&bytes).map_err(|m| format!("{name}: {m}"))?;
+    let root = view_pytorch::decode(bytes).map_err(|m| format!("{name}: {m}"))?;
     let snap = PytorchSnapshot::new(root, None).map_err(|m| format!("{name}: {m}"))?;
     let (trace, deferred) = snap
         .to_trace()
