@@ -102,7 +102,9 @@ impl ReplayResult {
     }
 
     /// Whether every warm pass reserved the same memory and made the same driver calls
-    /// as the first warm pass.
+    /// as the first warm pass. On a GPU that other work shares, the polls can differ
+    /// (a stream still busy with that work when the allocator asks about it is polled
+    /// through an event instead) while the memory does not.
     pub fn warm_passes_identical(&self) -> bool {
         self.passes.get(1).is_none_or(|first| {
             self.passes[1..]
@@ -239,6 +241,12 @@ pub fn replay(
     allocator
         .empty_cache()
         .map_err(|e| setup("emptying the cache", e))?;
+    // The cold pass starts on an idle device: memory that an earlier replay (or anything
+    // else in the process) gave back may still be being cleared by the driver, and the
+    // first growths would wait for it (as PyTorch's harness waits in `cudaFree`).
+    backend
+        .synchronize_device()
+        .map_err(|e| setup("waiting for the device to be idle", e.into()))?;
     allocator.reset_peak_stats();
     allocator.reset_accumulated_stats();
     let mut passes = Vec::new();
