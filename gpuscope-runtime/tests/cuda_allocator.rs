@@ -126,7 +126,19 @@ fn warm_replays_make_no_driver_calls_on_the_gpu() {
             "{name}: {}",
             r.warm_calls()
         );
-        assert!(r.warm_passes_identical(), "{name}: {:?}", r.passes);
+        // Alike in memory. Not necessarily in polls: the tests beside this one share the
+        // GPU, and a stream still busy with their work when the allocator asks about it
+        // makes the allocator record an event and poll that instead (1 run in 60 on an
+        // H100 differed so, by one event record and 45 queries in one warm pass).
+        let first = &r.passes[1];
+        for p in &r.passes[1..] {
+            assert_eq!(
+                (p.peak_reserved, p.calls.memory_and_waits()),
+                (first.peak_reserved, 0),
+                "{name}: {:?}",
+                r.passes
+            );
+        }
         alloc.empty_cache().unwrap();
     }
 }
