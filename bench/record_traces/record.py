@@ -4,11 +4,15 @@ them as a gpuscope trace (CSV `op,id,size,stream`) with PyTorch's own figures be
 
 Usage (GPU machine, one process per workload so that histories never mix):
     python3 bench/record_traces/record.py OUT_DIR WORKLOAD
+    torchrun --standalone --nproc_per_node=N bench/record_traces/record.py OUT_DIR WORKLOAD
+    python3 bench/record_traces/record.py --ranks WORKLOAD
     python3 bench/record_traces/record.py --pickle OUT.pickle [WORKLOAD STEPS]
     RECORD_DEVICE=cpu python3 bench/record_traces/record.py --try WORKLOAD...
-The second form writes a small `torch.cuda.memory._dump_snapshot` pickle of a short
+The second records a workload of RANKS (one process per GPU; rank 0 writes the trace of
+its own GPU), the third prints how many processes a workload runs on (record_all.sh
+asks), the fourth writes a small `torch.cuda.memory._dump_snapshot` pickle of a short
 training run (tests/data/pytorch-snapshots/small_train.pickle), or of STEPS steps of
-WORKLOAD (under whatever PYTORCH_CUDA_ALLOC_CONF the caller sets); the third runs
+WORKLOAD (under whatever PYTORCH_CUDA_ALLOC_CONF the caller sets); the last runs
 workloads on the CPU for two steps, recording nothing (to try a new one without a GPU).
 
 How the trace is made, from `torch.cuda.memory._snapshot()['device_traces']`:
@@ -38,11 +42,15 @@ import workloads_sixth  # noqa: E402
 import workloads_seventh  # noqa: E402
 import workloads_eighth  # noqa: E402
 import workloads_ninth  # noqa: E402
+import workloads_tenth  # noqa: E402
 
 WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS, **workloads_third.WORKLOADS,
              **workloads_fourth.WORKLOADS, **workloads_fifth.WORKLOADS,
              **workloads_sixth.WORKLOADS, **workloads_seventh.WORKLOADS,
-             **workloads_eighth.WORKLOADS, **workloads_ninth.WORKLOADS}
+             **workloads_eighth.WORKLOADS, **workloads_ninth.WORKLOADS,
+             **workloads_tenth.WORKLOADS}
+# Workloads that run one process per GPU under torchrun, and how many (record_all.sh).
+RANKS = workloads_tenth.RANKS
 
 
 def convert(events):
@@ -90,6 +98,15 @@ def convert(events):
 
 def record(out_dir, name):
     fn, steps = WORKLOADS[name]
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        # Under torchrun: this process's GPU and the NCCL group, set up before recording
+        # (as a training script does before its first step); rank 0 writes the trace.
+        import torch.distributed as dist
+        local = int(os.environ["LOCAL_RANK"])
+        torch.cuda.set_device(local)
+        dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     torch.cuda.init()
     # Nothing runs before the recording: library workspaces (cuBLAS, cuDNN) are allocated
     # inside it, as in a real first step.
@@ -107,6 +124,11 @@ def record(out_dir, name):
     torch.cuda.memory._record_memory_history(enabled=None)
     stats = torch.cuda.memory_stats()
     events = snap["device_traces"][torch.cuda.current_device()]
+    if world > 1:
+        dist.barrier()
+        dist.destroy_process_group()
+        if rank != 0:
+            return
     text, counts, actions = convert(events)
     with open(os.path.join(out_dir, f"{name}.csv"), "w") as f:
         f.write(text)
@@ -129,6 +151,7 @@ def record(out_dir, name):
         "segment_peak": stats.get("segment.all.peak", 0),
         "torch": torch.__version__,
         "device": torch.cuda.get_device_name(),
+        "ranks": world,
     }
     with open(os.path.join(out_dir, f"{name}.json"), "w") as f:
         json.dump(info, f, indent=1)
@@ -176,6 +199,9 @@ if __name__ == "__main__":
             sys.exit(__doc__)
         check_names(sys.argv[3:4])
         dump_pickle(*sys.argv[2:])
+    elif sys.argv[1] == "--ranks":
+        check_names(sys.argv[2:3])
+        print(RANKS.get(sys.argv[2], 1))
     elif sys.argv[1] == "--try":
         check_names(sys.argv[2:])
         for name in sys.argv[2:] or WORKLOADS:
