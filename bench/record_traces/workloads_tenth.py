@@ -41,6 +41,20 @@ def _amp():
     return dict(device_type=DEV.type, dtype=torch.bfloat16, enabled=DEV.type == "cuda")
 
 
+def _lm_steps(model, dev, gen, steps, autocast):
+    """`steps` AdamW steps of next-token prediction on 8 random sequences of 512 tokens
+    (vocab 32,000) drawn from `gen`, the forward pass in bf16 autocast if `autocast`."""
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    for _ in range(steps):
+        idx = torch.randint(0, 32000, (8, 513), generator=gen).to(dev)
+        with torch.autocast(**_amp()) if autocast else contextlib.nullcontext():
+            logits = model(idx[:, :-1])
+        loss = F.cross_entropy(logits.float().reshape(-1, 32000), idx[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+
 def ddp_bucketed_train(steps):
     """A 12-layer GPT (d 1,024, vocab 32,000, context 512) trained with
     DistributedDataParallel (25 MiB buckets all-reduced during the backward pass) on 8
@@ -51,16 +65,7 @@ def ddp_bucketed_train(steps):
     model = DistributedDataParallel(Gpt(32000, 1024, 12, 16, 512).to(dev),
                                     device_ids=[dev.index] if dev.type == "cuda" else None,
                                     bucket_cap_mb=25)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    gen = torch.Generator().manual_seed(101 + rank)
-    for _ in range(steps):
-        idx = torch.randint(0, 32000, (8, 513), generator=gen).to(dev)
-        with torch.autocast(**_amp()):
-            logits = model(idx[:, :-1])
-        loss = F.cross_entropy(logits.float().reshape(-1, 32000), idx[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+    _lm_steps(model, dev, torch.Generator().manual_seed(101 + rank), steps, autocast=True)
 
 
 def ddp_no_sync_accum_train(steps):
@@ -107,15 +112,7 @@ def fsdp_wrapped_train(steps):
         Gpt(32000, 1024, 16, 16, 512), auto_wrap_policy=ModuleWrapPolicy({Block}),
         mixed_precision=bf16 if DEV.type == "cuda" else None, use_orig_params=True,
         device_id=dev if dev.type == "cuda" else None)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    gen = torch.Generator().manual_seed(103 + rank)
-    for _ in range(steps):
-        idx = torch.randint(0, 32000, (8, 513), generator=gen).to(dev)
-        logits = model(idx[:, :-1])
-        loss = F.cross_entropy(logits.float().reshape(-1, 32000), idx[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+    _lm_steps(model, dev, torch.Generator().manual_seed(103 + rank), steps, autocast=False)
 
 
 def fsdp2_sharded_train(steps):
@@ -133,15 +130,7 @@ def fsdp2_sharded_train(steps):
     for blk in model.blocks:
         fully_shard(blk, **kw)
     fully_shard(model, **kw)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-    gen = torch.Generator().manual_seed(104 + rank)
-    for _ in range(steps):
-        idx = torch.randint(0, 32000, (8, 513), generator=gen).to(dev)
-        logits = model(idx[:, :-1])
-        loss = F.cross_entropy(logits.float().reshape(-1, 32000), idx[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+    _lm_steps(model, dev, torch.Generator().manual_seed(104 + rank), steps, autocast=False)
 
 
 WORKLOADS = {
