@@ -84,9 +84,9 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         .map(|p| {
             let (trace, notes) = crate::view_input::read_replay_trace(p)?;
             for note in notes {
-                eprintln!("note: {}: {note}", p.display());
+                eprintln!("note: {}: {note}", crate::view_input::shown(p));
             }
-            Ok((p.display().to_string(), trace))
+            Ok((crate::view_input::shown(p), trace))
         })
         .collect::<Result<_, String>>()?;
     let config = AllocConfig::from_env().map_err(|e| e.to_string())?;

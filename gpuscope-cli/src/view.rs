@@ -14,13 +14,16 @@ use std::time::Instant;
 use gpuscope_runtime::format_bytes;
 use gpuscope_runtime::memory::{MemorySnapshot, viewer};
 
-use crate::view_input::{DEFAULT_MAX_INPUT_MIB, InputKind, LoadOptions, ViewError, load};
+use crate::view_input::{
+    DEFAULT_MAX_INPUT_MIB, InputKind, LoadOptions, ViewError, is_stdin, load, shown,
+};
 
 #[derive(clap::Args)]
 pub struct Args {
     /// A gpuscope snapshot (JSON, from gpuscope::memory::write_json), an allocation
     /// trace (CSV: op,id,size,stream) or a PyTorch snapshot (pickle, from
-    /// torch.cuda.memory._dump_snapshot, or the same dict written as JSON).
+    /// torch.cuda.memory._dump_snapshot, or the same dict written as JSON);
+    /// gzip-compressed or not; `-` reads standard input.
     input: PathBuf,
     /// Where to write the page.
     #[arg(short, long, default_value = "memory.html")]
@@ -55,15 +58,15 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     )
     .map_err(|e| e.to_string())?;
     for note in &loaded.notes {
-        eprintln!("note: {}: {note}", args.input.display());
+        eprintln!("note: {}: {note}", shown(&args.input));
     }
     let title = args.title.unwrap_or_else(|| {
         format!(
             "gpuscope memory: {}",
-            args.input.file_name().map_or_else(
-                || args.input.display().to_string(),
-                |n| n.to_string_lossy().into_owned()
-            )
+            match args.input.file_name() {
+                Some(n) if !is_stdin(&args.input) => n.to_string_lossy().into_owned(),
+                _ => shown(&args.input),
+            }
         )
     });
     let html = viewer::render_all_with(&loaded.snapshots, &title, args.top.max(1));
@@ -88,14 +91,14 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     if let [snap] = &loaded.snapshots[..] {
         println!(
             "{} ({kind}): {} -> {written}",
-            args.input.display(),
+            shown(&args.input),
             counts(snap)
         );
     } else {
         // One line per device, in the page's order (the first is shown first).
         println!(
             "{} ({kind}, {} devices) -> {written}",
-            args.input.display(),
+            shown(&args.input),
             loaded.snapshots.len()
         );
         for snap in &loaded.snapshots {

@@ -7,6 +7,7 @@
 //! refused before it is read.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -75,9 +76,23 @@ pub struct Loaded {
     pub notes: Vec<String>,
 }
 
+/// Whether `path` is `-`, which names standard input.
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// How an input is named in messages: its path, or `<stdin>` for `-`.
+pub fn shown(path: &Path) -> String {
+    if is_stdin(path) {
+        "<stdin>".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
 fn input_err(path: &Path, message: impl Into<String>) -> ViewError {
     ViewError::Input {
-        file: path.display().to_string(),
+        file: shown(path),
         message: message.into(),
     }
 }
@@ -96,14 +111,36 @@ pub fn raise_with_variable(mib: u64) -> String {
     format!("{MAX_INPUT_VAR}={mib}")
 }
 
-/// Reads `path`, refusing files larger than `max_mib` MiB before reading them, and
+/// Reads `path` (`-`: standard input), refusing files larger than `max_mib` MiB before
+/// reading them, and
 /// decompresses it if it is gzip-compressed (to at most `max_mib` MiB; other
 /// compressed formats are named with the command that decompresses them).
 pub fn read_bytes(path: &Path, max_mib: u64, raise: RaiseLimit) -> Result<Vec<u8>, ViewError> {
     let io = |source| ViewError::Io {
-        file: path.display().to_string(),
+        file: shown(path),
         source,
     };
+    let max = max_mib.saturating_mul(1 << 20);
+    if is_stdin(path) {
+        // Read up to one byte past the limit, which tells a larger input.
+        let mut bytes = Vec::new();
+        std::io::stdin()
+            .lock()
+            .take(max.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(io)?;
+        if bytes.len() as u64 > max {
+            return Err(input_err(
+                path,
+                format!(
+                    "more than the {} this command reads; if it really is a snapshot or trace, raise the limit with {}",
+                    format_bytes(max as usize),
+                    raise(max_mib.saturating_mul(4))
+                ),
+            ));
+        }
+        return decompressed(path, bytes, max_mib, raise);
+    }
     let meta = std::fs::metadata(path).map_err(io)?;
     if meta.is_dir() {
         return Err(input_err(
@@ -111,7 +148,6 @@ pub fn read_bytes(path: &Path, max_mib: u64, raise: RaiseLimit) -> Result<Vec<u8
             "is a directory; expected a snapshot or trace file",
         ));
     }
-    let max = max_mib.saturating_mul(1 << 20);
     if meta.len() > max {
         return Err(input_err(
             path,
@@ -125,6 +161,17 @@ pub fn read_bytes(path: &Path, max_mib: u64, raise: RaiseLimit) -> Result<Vec<u8
         ));
     }
     let bytes = std::fs::read(path).map_err(io)?;
+    decompressed(path, bytes, max_mib, raise)
+}
+
+/// `bytes` of `path` decompressed if gzip-compressed (see [`read_bytes`]).
+fn decompressed(
+    path: &Path,
+    bytes: Vec<u8>,
+    max_mib: u64,
+    raise: RaiseLimit,
+) -> Result<Vec<u8>, ViewError> {
+    let max = max_mib.saturating_mul(1 << 20);
     decompress(bytes, max).map_err(|e| match e {
         CompressedError::TooLarge { .. } => input_err(
             path,
@@ -215,7 +262,7 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Loaded, ViewError> {
     let mut notes = Vec::new();
     let snapshots = match kind {
         InputKind::Gpuscope => {
-            memory::read_json_all(&bytes, &path.display().to_string()).map_err(|e| match e {
+            memory::read_json_all(&bytes, &shown(path)).map_err(|e| match e {
                 memory::JsonError::Format { message, .. } => {
                     input_err(path, format!("not a gpuscope memory snapshot: {message}"))
                 }
@@ -225,13 +272,12 @@ pub fn load(path: &Path, options: &LoadOptions) -> Result<Loaded, ViewError> {
         InputKind::Trace => {
             let text = std::str::from_utf8(&bytes)
                 .map_err(|e| input_err(path, format!("not UTF-8 text: {e}")))?;
-            let trace =
-                Trace::parse_str(text, &path.display().to_string()).map_err(|e| match e {
-                    TraceError::Line { line, message, .. } => {
-                        input_err(path, format!("line {line}: {message}"))
-                    }
-                    TraceError::Io { message, .. } => input_err(path, message),
-                })?;
+            let trace = Trace::parse_str(text, &shown(path)).map_err(|e| match e {
+                TraceError::Line { line, message, .. } => {
+                    input_err(path, format!("line {line}: {message}"))
+                }
+                TraceError::Io { message, .. } => input_err(path, message),
+            })?;
             notes.push("an allocation trace has no creating sites: the chart has one band; gpuscope's allocator (a simulated 80 GiB device with 2 MiB virtual-memory pages) replayed it for reserved memory and segments".into());
             vec![from_trace(&trace).map_err(|m| input_err(path, m))?]
         }
@@ -363,7 +409,7 @@ pub fn read_replay_trace(path: &Path) -> Result<(Trace, Vec<String>), String> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_MAX_INPUT_MIB);
     let bytes = read_bytes(path, max, raise_with_variable).map_err(|e| e.to_string())?;
-    replay_trace_from_bytes(&bytes, &path.display().to_string())
+    replay_trace_from_bytes(&bytes, &shown(path))
 }
 
 /// [`read_replay_trace`] of a file's (decompressed) bytes; `name` names the file in

@@ -427,3 +427,63 @@ fn a_trace_over_the_input_limit_names_the_variable_that_raises_it() {
     );
     assert!(!e.contains("--max-input-mib"), "{e}");
 }
+
+/// `-` reads the trace from standard input, gzip-compressed or not (as `zcat t.csv.gz |
+/// gpuscope replay -` or `curl ... | gpuscope replay -` give it), named `<stdin>`.
+#[test]
+fn a_trace_on_standard_input_replays_as_the_file_does() {
+    use std::io::Write;
+    let plain = trace("wgan_gp_train.csv");
+    let text = std::fs::read(&plain).unwrap();
+    let want = replay_figures(&plain, None).unwrap();
+    for input in [text.clone(), gzip(&text)] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gpuscope"))
+            .args([
+                "replay",
+                "--backend",
+                "sim",
+                "--warm-passes",
+                "1",
+                "--format",
+                "json",
+                "-",
+            ])
+            .env_remove("GPUSCOPE_ALLOC_CONF")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        let writer = std::thread::spawn(move || stdin.write_all(&input));
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["trace"], "<stdin>");
+        let got: Vec<u64> = [
+            "ops",
+            "peak_allocated",
+            "peak_reserved",
+            "device_allocs",
+            "device_frees",
+        ]
+        .iter()
+        .map(|k| v[k].as_u64().unwrap())
+        .collect();
+        assert_eq!(got, want);
+    }
+    // A bad trace on standard input is named so.
+    let out = Command::new(env!("CARGO_BIN_EXE_gpuscope"))
+        .args(["replay", "--backend", "sim", "-"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(e.starts_with("error: <stdin>"), "{e}");
+}

@@ -530,3 +530,23 @@ fn gzip_compressed_inputs_show_as_the_file_inside() {
         "{e}"
     );
 }
+
+/// `gpuscope view -` reads the snapshot from standard input.
+#[test]
+fn a_snapshot_on_standard_input_becomes_a_page() {
+    let out = out_dir().join("stdin.html");
+    let o = Command::new(env!("CARGO_BIN_EXE_gpuscope"))
+        .args(["view", "-", "-o", out.to_str().unwrap()])
+        .stdin(std::fs::File::open(data("pytorch-snapshots/small_train.pickle")).unwrap())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.starts_with("<stdin> (PyTorch snapshot): "),
+        "{stdout}"
+    );
+    let html = std::fs::read_to_string(&out).unwrap();
+    // The title, escaped for HTML.
+    assert!(html.contains("gpuscope memory: &lt;stdin&gt;"), "no title");
+}
