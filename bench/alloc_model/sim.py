@@ -10,6 +10,12 @@ RUNS=os.environ.get('RUNS', '1')!='0'
 # of the large pool if it is under N MiB (SPILL_MIB=inf: any hole) before the small
 # wilderness. Unset, the allocator's policy.
 SPILL=(1<<62 if os.environ.get('SPILL_MIB')=='inf' else int(os.environ.get('SPILL_MIB','0'))*MIB)
+# Not the allocator's policy either: two rules of PyTorch's expandable segments
+# (BENCHMARKS.md, "All 74 traces ..."). PT_NOSPLIT=1: a large-pool hole is taken whole
+# when what would be left is 1 MiB or less; PT_WILDCAND=1: the free top of the arena is
+# an ordinary hole for best fit, not the last resort.
+PT_NOSPLIT=os.environ.get('PT_NOSPLIT')=='1'
+PT_WILDCAND=os.environ.get('PT_WILDCAND')=='1'
 def r512(s): return max(512,(s+511)//512*512)
 
 def spill(small, large, r):
@@ -57,6 +63,8 @@ class Arena:
     def take(s, a, r, end='low'):
         """Allocates `r` bytes of the free block at `a`, split off its low or high end."""
         sz=s.blocks[a][0]
+        if PT_NOSPLIT and not s.small and sz-r<=MIB and a!=s.wild():
+            s.blocks[a][1]=False; return a
         if sz-r>=512:
             if end=='low':
                 s.blocks[a]=[r,False]; s.blocks[a+r]=[sz-r,True]; bisect.insort(s.addrs,a+r); return a
@@ -64,7 +72,7 @@ class Arena:
         s.blocks[a][1]=False; return a
     def alloc(s, r):
         w=s.wild()
-        cands=[(sz,a) for a,sz in s.free_blocks() if a!=w and sz>=r]
+        cands=[(sz,a) for a,sz in s.free_blocks() if (a!=w or PT_WILDCAND) and sz>=r]
         choice=s.pol(s, r, cands, w)
         if choice is None:
             if w is None or s.blocks[w][0]<r: s.grow(r); w=s.wild()
