@@ -334,8 +334,9 @@ fn gzip(data: &[u8]) -> Vec<u8> {
     e.finish().unwrap()
 }
 
-/// The figures of `gpuscope replay --format json` that do not depend on timing.
-fn replay_figures(path: &str, max_input_mib: Option<&str>) -> Result<Vec<u64>, String> {
+/// `gpuscope replay --backend sim --warm-passes 1 --format json INPUT`, with no
+/// configuration from the environment.
+fn replay_json(input: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gpuscope"));
     c.args([
         "replay",
@@ -345,10 +346,31 @@ fn replay_figures(path: &str, max_input_mib: Option<&str>) -> Result<Vec<u64>, S
         "1",
         "--format",
         "json",
-        path,
+        input,
     ])
     .env_remove("GPUSCOPE_ALLOC_CONF")
     .env_remove("GPUSCOPE_MAX_INPUT_MIB");
+    c
+}
+
+/// The figures of one trace's JSON result that do not depend on timing.
+fn figures(v: &serde_json::Value) -> Vec<u64> {
+    [
+        "ops",
+        "peak_allocated",
+        "peak_reserved",
+        "device_allocs",
+        "device_frees",
+    ]
+    .iter()
+    .map(|k| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}")))
+    .collect()
+}
+
+/// The figures of `gpuscope replay --format json` on `path` that do not depend on
+/// timing, or the error it printed.
+fn replay_figures(path: &str, max_input_mib: Option<&str>) -> Result<Vec<u64>, String> {
+    let mut c = replay_json(path);
     if let Some(mib) = max_input_mib {
         c.env("GPUSCOPE_MAX_INPUT_MIB", mib);
     }
@@ -358,17 +380,7 @@ fn replay_figures(path: &str, max_input_mib: Option<&str>) -> Result<Vec<u64>, S
         assert_eq!(out.status.code(), Some(1), "{stderr}");
         return Err(stderr);
     }
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    Ok([
-        "ops",
-        "peak_allocated",
-        "peak_reserved",
-        "device_allocs",
-        "device_frees",
-    ]
-    .iter()
-    .map(|k| v[k].as_u64().unwrap_or_else(|| panic!("{k} in {v}")))
-    .collect())
+    Ok(figures(&serde_json::from_slice(&out.stdout).unwrap()))
 }
 
 /// A gzip-compressed trace replays as the trace inside; a damaged one, one larger than
@@ -437,18 +449,7 @@ fn a_trace_on_standard_input_replays_as_the_file_does() {
     let text = std::fs::read(&plain).unwrap();
     let want = replay_figures(&plain, None).unwrap();
     for input in [text.clone(), gzip(&text)] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_gpuscope"))
-            .args([
-                "replay",
-                "--backend",
-                "sim",
-                "--warm-passes",
-                "1",
-                "--format",
-                "json",
-                "-",
-            ])
-            .env_remove("GPUSCOPE_ALLOC_CONF")
+        let mut child = replay_json("-")
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -465,17 +466,7 @@ fn a_trace_on_standard_input_replays_as_the_file_does() {
         );
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["trace"], "<stdin>");
-        let got: Vec<u64> = [
-            "ops",
-            "peak_allocated",
-            "peak_reserved",
-            "device_allocs",
-            "device_frees",
-        ]
-        .iter()
-        .map(|k| v[k].as_u64().unwrap())
-        .collect();
-        assert_eq!(got, want);
+        assert_eq!(figures(&v), want);
     }
     // A bad trace on standard input is named so.
     let out = Command::new(env!("CARGO_BIN_EXE_gpuscope"))
