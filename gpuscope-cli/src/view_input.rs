@@ -112,9 +112,8 @@ pub fn raise_with_variable(mib: u64) -> String {
 }
 
 /// Reads `path` (`-`: standard input), refusing files larger than `max_mib` MiB before
-/// reading them, and
-/// decompresses it if it is gzip-compressed (to at most `max_mib` MiB; other
-/// compressed formats are named with the command that decompresses them).
+/// reading them, and decompresses it if it is gzip-compressed (to at most `max_mib`
+/// MiB; other compressed formats are named with the command that decompresses them).
 pub fn read_bytes(path: &Path, max_mib: u64, raise: RaiseLimit) -> Result<Vec<u8>, ViewError> {
     let io = |source| ViewError::Io {
         file: shown(path),
@@ -135,7 +134,7 @@ pub fn read_bytes(path: &Path, max_mib: u64, raise: RaiseLimit) -> Result<Vec<u8
                 format!(
                     "more than the {} this command reads; if it really is a snapshot or trace, raise the limit with {}",
                     format_bytes(max as usize),
-                    raise(max_mib.saturating_mul(4))
+                    raise(max_mib.saturating_mul(4).max(1))
                 ),
             ));
         }
@@ -178,7 +177,7 @@ fn decompressed(
             format!(
                 "gzip-compressed, and more than {} decompressed, the most this command reads: if it really is a snapshot or trace, raise the limit with {}",
                 format_bytes(max as usize),
-                raise(max_mib.saturating_mul(4))
+                raise(max_mib.saturating_mul(4).max(1))
             ),
         ),
         other => input_err(path, other.to_string()),

@@ -468,6 +468,28 @@ fn a_trace_on_standard_input_replays_as_the_file_does() {
         assert_eq!(v["trace"], "<stdin>");
         assert_eq!(figures(&v), want);
     }
+    // More than the limit on standard input: refused, with how to raise it.
+    let mut child = replay_json("-")
+        .env("GPUSCOPE_MAX_INPUT_MIB", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // The reader stops one byte past the limit, so the writer may see a closed pipe.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&vec![b'x'; 2 << 20]);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(
+        e.starts_with("error: <stdin>: more than the 1.00 MiB")
+            && e.contains("GPUSCOPE_MAX_INPUT_MIB=4"),
+        "{e}"
+    );
     // A bad trace on standard input is named so.
     let out = Command::new(env!("CARGO_BIN_EXE_gpuscope"))
         .args(["replay", "--backend", "sim", "-"])
