@@ -265,17 +265,22 @@ def side_stream_loader_train(steps):
     del nxt
 
 
+def dcgan_generator(z_dim):
+    """A DCGAN generator: `z_dim` x 1 x 1 noise to a 3 x 64 x 64 image."""
+    return nn.Sequential(
+        nn.ConvTranspose2d(z_dim, 512, 4, 1, 0), nn.BatchNorm2d(512), nn.ReLU(),
+        nn.ConvTranspose2d(512, 256, 4, 2, 1), nn.BatchNorm2d(256), nn.ReLU(),
+        nn.ConvTranspose2d(256, 128, 4, 2, 1), nn.BatchNorm2d(128), nn.ReLU(),
+        nn.ConvTranspose2d(128, 64, 4, 2, 1), nn.BatchNorm2d(64), nn.ReLU(),
+        nn.ConvTranspose2d(64, 3, 4, 2, 1), nn.Tanh())
+
+
 def gan_two_models_train(steps):
     """Two models in one process: a convolutional GAN (generator and discriminator, each
     with its own Adam), batch 64 at 64x64."""
     torch.manual_seed(8)
     z_dim = 128
-    gen = nn.Sequential(
-        nn.ConvTranspose2d(z_dim, 512, 4, 1, 0), nn.BatchNorm2d(512), nn.ReLU(),
-        nn.ConvTranspose2d(512, 256, 4, 2, 1), nn.BatchNorm2d(256), nn.ReLU(),
-        nn.ConvTranspose2d(256, 128, 4, 2, 1), nn.BatchNorm2d(128), nn.ReLU(),
-        nn.ConvTranspose2d(128, 64, 4, 2, 1), nn.BatchNorm2d(64), nn.ReLU(),
-        nn.ConvTranspose2d(64, 3, 4, 2, 1), nn.Tanh()).to(DEV)
+    gen = dcgan_generator(z_dim).to(DEV)
     disc = nn.Sequential(
         nn.Conv2d(3, 64, 4, 2, 1), nn.LeakyReLU(0.2),
         nn.Conv2d(64, 128, 4, 2, 1), nn.BatchNorm2d(128), nn.LeakyReLU(0.2),

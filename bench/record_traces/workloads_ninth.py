@@ -19,7 +19,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.func import functional_call
 
-from workloads import DEV, Block
+from workloads import DEV, Block, dcgan_generator
 
 
 def _stream():
@@ -97,12 +97,7 @@ def wgan_gp_train(steps):
     (a double backward pass). Adam for both; no batch norm in the critic."""
     torch.manual_seed(92)
     z_dim = 128
-    gen = nn.Sequential(
-        nn.ConvTranspose2d(z_dim, 512, 4, 1, 0), nn.BatchNorm2d(512), nn.ReLU(),
-        nn.ConvTranspose2d(512, 256, 4, 2, 1), nn.BatchNorm2d(256), nn.ReLU(),
-        nn.ConvTranspose2d(256, 128, 4, 2, 1), nn.BatchNorm2d(128), nn.ReLU(),
-        nn.ConvTranspose2d(128, 64, 4, 2, 1), nn.BatchNorm2d(64), nn.ReLU(),
-        nn.ConvTranspose2d(64, 3, 4, 2, 1), nn.Tanh()).to(DEV)
+    gen = dcgan_generator(z_dim).to(DEV)
     critic = nn.Sequential(
         nn.Conv2d(3, 64, 4, 2, 1), nn.LeakyReLU(0.2),
         nn.Conv2d(64, 128, 4, 2, 1), nn.LayerNorm([128, 16, 16]), nn.LeakyReLU(0.2),

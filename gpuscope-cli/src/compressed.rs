@@ -38,9 +38,10 @@ pub enum CompressedError {
         /// How many bytes were decompressed before it.
         decompressed: usize,
     },
-    /// Decompressed, the input is larger than the limit.
+    /// Decompressed, the input is larger than the limit (the caller says how to raise it).
     #[error(
-        "gzip-compressed, and more than {limit} bytes decompressed, the most this command reads: raise the limit if it really is a trace or snapshot"
+        "gzip-compressed, and more than {} decompressed, the most this command reads",
+        gpuscope_runtime::format_bytes(*limit as usize)
     )]
     TooLarge {
         /// The limit, in bytes.

@@ -170,13 +170,11 @@ fn decompressed(
     max_mib: u64,
     raise: RaiseLimit,
 ) -> Result<Vec<u8>, ViewError> {
-    let max = max_mib.saturating_mul(1 << 20);
-    decompress(bytes, max).map_err(|e| match e {
+    decompress(bytes, max_mib.saturating_mul(1 << 20)).map_err(|e| match e {
         CompressedError::TooLarge { .. } => input_err(
             path,
             format!(
-                "gzip-compressed, and more than {} decompressed, the most this command reads: if it really is a snapshot or trace, raise the limit with {}",
-                format_bytes(max as usize),
+                "{e}: if it really is a snapshot or trace, raise the limit with {}",
                 raise(max_mib.saturating_mul(4).max(1))
             ),
         ),

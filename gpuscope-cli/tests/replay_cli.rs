@@ -440,25 +440,36 @@ fn a_trace_over_the_input_limit_names_the_variable_that_raises_it() {
     assert!(!e.contains("--max-input-mib"), "{e}");
 }
 
+/// Runs `c` with `input` on its standard input (written from another thread, so that a
+/// large input cannot block on a full pipe; a reader that stops early, past its limit,
+/// closes the pipe, and the writer's error is ignored).
+fn with_stdin(mut c: Command, input: Vec<u8>) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    out
+}
+
 /// `-` reads the trace from standard input, gzip-compressed or not (as `zcat t.csv.gz |
 /// gpuscope replay -` or `curl ... | gpuscope replay -` give it), named `<stdin>`.
 #[test]
 fn a_trace_on_standard_input_replays_as_the_file_does() {
-    use std::io::Write;
     let plain = trace("wgan_gp_train.csv");
     let text = std::fs::read(&plain).unwrap();
     let want = replay_figures(&plain, None).unwrap();
     for input in [text.clone(), gzip(&text)] {
-        let mut child = replay_json("-")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        let writer = std::thread::spawn(move || stdin.write_all(&input));
-        let out = child.wait_with_output().unwrap();
-        writer.join().unwrap().unwrap();
+        let out = with_stdin(replay_json("-"), input);
         assert!(
             out.status.success(),
             "{}",
@@ -469,20 +480,9 @@ fn a_trace_on_standard_input_replays_as_the_file_does() {
         assert_eq!(figures(&v), want);
     }
     // More than the limit on standard input: refused, with how to raise it.
-    let mut child = replay_json("-")
-        .env("GPUSCOPE_MAX_INPUT_MIB", "1")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    // The reader stops one byte past the limit, so the writer may see a closed pipe.
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&vec![b'x'; 2 << 20]);
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
+    let mut c = replay_json("-");
+    c.env("GPUSCOPE_MAX_INPUT_MIB", "1");
+    let out = with_stdin(c, vec![b'x'; 2 << 20]);
     let e = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{e}");
     assert!(
