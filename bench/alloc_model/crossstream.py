@@ -246,7 +246,8 @@ def main(cmp_dir):
             m[0] += ratio <= better + 1e-9
             m[1] += dev <= torch_dev
             m[2] += same
-            cells.append(f"{design} {reserved:6.0f} ({ratio:.4f}) {dev:3d}{'' if same else ' GROWS'}")
+            grows = "" if same else " GROWS"
+            cells.append(f"{design} {reserved:6.0f} ({ratio:.4f}) {dev:3d}{grows}")
         print(f"{name:30s} better mode {better:.4f}, PyTorch {torch_dev:3d} | " + " | ".join(cells))
     for design, (r, d, s) in met.items():
         print(f"{design}: ratio <= better mode {r}, device allocs <= PyTorch {d}, "

@@ -6,7 +6,7 @@
 //! The walker (`walk.rs`) updates a `Cx` as it goes; rules only read it. Neither this module
 //! nor the rules know the walker.
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use proc_macro2::Span;
 use quote::ToTokens;
@@ -65,6 +65,13 @@ pub(crate) struct FnState {
     pub(crate) raw_casts: FxHashSet<usize>,
     /// Addresses of the expressions whose value the function returns.
     pub(crate) returned: FxHashSet<usize>,
+    /// `ManuallyDrop::new(..)` calls initializing a struct literal's field: (struct, field).
+    pub(crate) manually_drop_fields: FxHashMap<usize, (String, String)>,
+    /// `ManuallyDrop::new(..)` calls bound by a `let`: the binding.
+    pub(crate) manually_drop_lets: FxHashMap<usize, String>,
+    /// What the function moves back out of (or drops in) a binding: the whole (`None`) or
+    /// fields.
+    pub(crate) moved_out: FxHashMap<String, FxHashSet<Option<String>>>,
 }
 
 /// The context of the expression a rule checks.

@@ -3,14 +3,14 @@
 //! and the expressions turned into raw pointers), and whether a loop body trains
 //! ([`trains`]).
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use syn::visit::{self, Visit};
 use syn::{Block, Expr, Type};
 
 use crate::syntax::{
-    callee_name, callee_path, ident_of, insert_ident, same_place, strip, takes_raw_handle,
-    with_text,
+    callee_name, callee_path, ident_of, insert_ident, manually_drop_release, path_ends_with,
+    place_and_field, ptr_read, same_place, strip, takes_raw_handle, with_text,
 };
 
 /// Whether a loop body runs a training step: calls `backward`, `backward_step`,
@@ -72,6 +72,20 @@ pub(crate) struct FnFacts {
     /// and the operands of `return`, through `Ok(..)`, `Some(..)`, `Err(..)`, blocks, `if`
     /// and `match` arms.
     pub(crate) returned: FxHashSet<usize>,
+    /// Addresses of the `ManuallyDrop::new(..)` calls that initialize a field of a struct
+    /// literal, with the struct's name (as written: `Self` too) and the field's.
+    pub(crate) manually_drop_fields: FxHashMap<usize, (String, String)>,
+    /// Addresses of the `ManuallyDrop::new(..)` calls bound by a `let`, with the binding.
+    pub(crate) manually_drop_lets: FxHashMap<usize, String>,
+    /// What the function moves back out of a binding or drops in place:
+    /// `ManuallyDrop::take(&mut x)`, `ManuallyDrop::drop(&mut x)`, `ManuallyDrop::into_inner(x)`
+    /// and `ptr::read(&x)` give `None` (the whole), `ptr::read(&x.f)` gives `Some("f")`.
+    pub(crate) moved_out: FxHashMap<String, FxHashSet<Option<String>>>,
+}
+
+/// Whether `e` is a `ManuallyDrop::new(..)` call.
+fn is_manually_drop_new(e: &Expr) -> bool {
+    matches!(e, Expr::Call(call) if callee_path(call).is_some_and(|p| path_ends_with(p, &["ManuallyDrop", "new"])))
 }
 
 /// Methods that add their argument into their receiver.
@@ -112,6 +126,9 @@ impl FnFacts {
             raw_taken: FxHashSet::default(),
             raw_casts: FxHashSet::default(),
             returned: FxHashSet::default(),
+            manually_drop_fields: FxHashMap::default(),
+            manually_drop_lets: FxHashMap::default(),
+            moved_out: FxHashMap::default(),
         };
         facts.returned_tail(block);
         facts.visit_block(block);
@@ -216,6 +233,14 @@ impl<'ast> Visit<'ast> for FnFacts {
                 }
             }
             Expr::Call(call) => {
+                if let Some(place) = manually_drop_release(call).or_else(|| ptr_read(call)) {
+                    if let Some((base, field)) = place_and_field(place) {
+                        self.moved_out
+                            .entry(base.to_string())
+                            .or_default()
+                            .insert(field);
+                    }
+                }
                 if callee_name(call).is_some_and(|n| n == "keep") {
                     if let Some(ident) = call.args.first().and_then(ident_of) {
                         self.kept.insert(ident.to_string());
@@ -248,8 +273,39 @@ impl<'ast> Visit<'ast> for FnFacts {
                 self.visit_expr(&b.right);
             }
             Expr::Path(_) => self.use_of(e),
+            Expr::Struct(s) => {
+                if let Some(ty) = s.path.segments.last() {
+                    for field in &s.fields {
+                        let value = strip(&field.expr);
+                        if let (true, syn::Member::Named(name)) =
+                            (is_manually_drop_new(value), &field.member)
+                        {
+                            self.manually_drop_fields.insert(
+                                std::ptr::from_ref(value) as usize,
+                                (ty.ident.to_string(), name.to_string()),
+                            );
+                        }
+                    }
+                }
+                visit::visit_expr(self, e);
+            }
             _ => visit::visit_expr(self, e),
         }
+    }
+
+    fn visit_local(&mut self, local: &'ast syn::Local) {
+        let pat = match &local.pat {
+            syn::Pat::Type(t) => &*t.pat,
+            other => other,
+        };
+        if let (syn::Pat::Ident(p), Some(init)) = (pat, &local.init) {
+            let value = strip(&init.expr);
+            if is_manually_drop_new(value) {
+                self.manually_drop_lets
+                    .insert(std::ptr::from_ref(value) as usize, p.ident.to_string());
+            }
+        }
+        visit::visit_local(self, local);
     }
 
     fn visit_item(&mut self, _: &'ast syn::Item) {}

@@ -154,6 +154,61 @@ pub(crate) fn same_place(a: &Expr, b: &Expr) -> bool {
     }
 }
 
+/// The argument of a call that takes what a `ManuallyDrop` holds back out, or drops it:
+/// `ManuallyDrop::take(&mut x)`, `ManuallyDrop::drop(&mut x)`, `ManuallyDrop::into_inner(x)`.
+pub(crate) fn manually_drop_release(call: &syn::ExprCall) -> Option<&Expr> {
+    let path = callee_path(call)?;
+    let released = ["take", "drop", "into_inner"]
+        .iter()
+        .any(|f| path_ends_with(path, &["ManuallyDrop", f]));
+    if released { call.args.first() } else { None }
+}
+
+/// The argument of `ptr::read(..)` (or `read_unaligned`, `read_volatile`): a bitwise move
+/// out of a place.
+pub(crate) fn ptr_read(call: &syn::ExprCall) -> Option<&Expr> {
+    let path = callee_path(call)?;
+    let n = path.segments.len();
+    let read = n >= 2
+        && path.segments[n - 2].ident == "ptr"
+        && ident_in(
+            &path.segments[n - 1].ident,
+            &["read", "read_unaligned", "read_volatile"],
+        );
+    if read { call.args.first() } else { None }
+}
+
+/// The binding a place starts from and the field of it the place names, if any: `x` and
+/// `&mut x` are (`x`, `None`); `&x.slice`, `&*x.slice`, `x.slice.inner` are (`x`, `slice`),
+/// `t.0` is (`t`, `0`). `ptr::read(p)`, `*` and `unsafe { .. }` are looked through.
+pub(crate) fn place_and_field(e: &Expr) -> Option<(&Ident, Option<String>)> {
+    let mut e = strip(e);
+    let mut field = None;
+    loop {
+        e = match e {
+            Expr::Unary(syn::ExprUnary {
+                op: syn::UnOp::Deref(_),
+                expr,
+                ..
+            }) => strip(expr),
+            Expr::Unsafe(u) => match u.block.stmts.as_slice() {
+                [syn::Stmt::Expr(inner, None)] => strip(inner),
+                _ => return None,
+            },
+            Expr::Call(call) => strip(ptr_read(call)?),
+            Expr::Field(f) => {
+                field = Some(match &f.member {
+                    syn::Member::Named(name) => name.to_string(),
+                    syn::Member::Unnamed(index) => index.index.to_string(),
+                });
+                strip(&f.base)
+            }
+            Expr::Path(p) if p.qself.is_none() => return Some((p.path.get_ident()?, field)),
+            _ => return None,
+        };
+    }
+}
+
 /// Whether `name` is written in SCREAMING_CASE (`CACHE`, `LAST_LOSS`, `BUF2`): the naming of
 /// statics and constants. One letter (`T`, `N`) is not enough.
 pub(crate) fn is_screaming_case(name: &str) -> bool {

@@ -123,6 +123,9 @@ impl<'i> Walker<'i> {
                 raw_taken: facts.raw_taken,
                 raw_casts: facts.raw_casts,
                 returned: facts.returned,
+                manually_drop_fields: facts.manually_drop_fields,
+                manually_drop_lets: facts.manually_drop_lets,
+                moved_out: facts.moved_out,
                 main: sig.ident == "main" && sig.inputs.is_empty(),
                 ..FnState::default()
             };

@@ -45,6 +45,10 @@ pub(crate) struct FileIndex {
     /// Whether the file has `use std::mem::forget` (or `core::mem::forget`), making a bare
     /// `forget(x)` mean `mem::forget`.
     pub(crate) forget_imported: bool,
+    /// (type, field) pairs whose `impl Drop` in the file releases the field itself
+    /// (`ManuallyDrop::take(&mut self.f)`, `ManuallyDrop::drop(..)`, `ManuallyDrop::into_inner(..)`):
+    /// a `ManuallyDrop` stored in that field is the type's destructor's to release.
+    pub(crate) drop_released: FxHashSet<(String, String)>,
 }
 
 impl FileIndex {
@@ -184,6 +188,27 @@ impl<'ast> Visit<'ast> for FileIndex {
         visit::visit_impl_item_fn(self, item);
     }
 
+    fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
+        let is_drop = item
+            .trait_
+            .as_ref()
+            .and_then(|(path, _)| path.segments.last())
+            .is_some_and(|s| s.ident == "Drop");
+        let ty = match &*item.self_ty {
+            Type::Path(p) if p.qself.is_none() => p.path.segments.last().map(|s| &s.ident),
+            _ => None,
+        };
+        if let (true, Some(ty)) = (is_drop, ty) {
+            let mut released = SelfFieldsReleased::default();
+            released.visit_item_impl(item);
+            let ty = ty.to_string();
+            for field in released.fields {
+                self.drop_released.insert((ty.clone(), field));
+            }
+        }
+        visit::visit_item_impl(self, item);
+    }
+
     fn visit_macro(&mut self, mac: &'ast syn::Macro) {
         let is = |name: &str| mac.path.segments.last().is_some_and(|s| s.ident == name);
         if is("thread_local") || is("lazy_static") {
@@ -248,6 +273,26 @@ impl<'ast> Visit<'ast> for FileIndex {
             }
         }
         walk(&item.tree, None, false, false, self);
+    }
+}
+
+/// The fields of `self` a body releases through `ManuallyDrop::take`, `ManuallyDrop::drop`
+/// or `ManuallyDrop::into_inner` (maybe of a `ptr::read` of the field).
+#[derive(Default)]
+struct SelfFieldsReleased {
+    fields: Vec<String>,
+}
+
+impl<'ast> Visit<'ast> for SelfFieldsReleased {
+    fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
+        if let Some(arg) = crate::syntax::manually_drop_release(call) {
+            if let Some((base, Some(field))) = crate::syntax::place_and_field(arg) {
+                if base == "self" {
+                    self.fields.push(field);
+                }
+            }
+        }
+        visit::visit_expr_call(self, call);
     }
 }
 
@@ -401,6 +446,37 @@ thread_local! { static LAST: RefCell<Option<Tensor>> = RefCell::new(None); }
         assert_eq!(
             index.used.iter().map(|f| f.name).collect::<Vec<_>>(),
             ["candle"]
+        );
+    }
+
+    #[test]
+    fn indexes_the_fields_a_drop_impl_releases() {
+        let src = r#"
+struct Res<T> { slice: ManuallyDrop<CudaSlice<T>>, keep: ManuallyDrop<CudaSlice<T>>, ptr: u64 }
+impl<T> Drop for Res<T> {
+    fn drop(&mut self) {
+        let slice = unsafe { std::mem::ManuallyDrop::take(&mut self.slice) };
+        let _ = slice.leak();
+        unsafe { cuda_free(self.ptr) };
+    }
+}
+struct Pair(ManuallyDrop<Tensor>);
+impl Drop for Pair {
+    fn drop(&mut self) { unsafe { ManuallyDrop::drop(&mut self.0) } }
+}
+impl Res<u8> {
+    fn other(&mut self) { unsafe { ManuallyDrop::drop(&mut self.keep) } }
+}
+"#;
+        let index = FileIndex::of_file(&syn::parse_file(src).unwrap());
+        let mut released: Vec<_> = index.drop_released.iter().cloned().collect();
+        released.sort();
+        assert_eq!(
+            released,
+            [
+                ("Pair".to_owned(), "0".to_owned()),
+                ("Res".to_owned(), "slice".to_owned())
+            ]
         );
     }
 }

@@ -5,6 +5,7 @@ use syn::Expr;
 
 use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
+use crate::infer::Kind;
 use crate::syntax::{callee_path, ident_of, path_ends_with, show, strip};
 use crate::{Level, Rule};
 
@@ -59,6 +60,11 @@ fn features(x: &Tensor) -> Tensor {
   (`as_ptr`, `device_ptr`, `into_raw`, ...), a `Box::leak` whose result becomes a raw pointer
   (`as *mut _`), values rebuilt from raw pointers (`Arc::from_raw`, `ptr::read`), and a
   `ManuallyDrop` the function returns (the caller decides whether it drops).
+- Nor is a `ManuallyDrop` released elsewhere: one stored in a field that the struct's
+  `impl Drop` in the same file releases (`ManuallyDrop::take(&mut self.f)`, `drop`,
+  `into_inner`), or one the function drops, takes back out (`ManuallyDrop::into_inner`,
+  `ptr::read(&md)`) or takes apart with a `ptr::read` of every field holding device memory.
+  A `Drop` in another file is not seen: such a field is still reported.
 "#;
 
 /// The rule's checks.
@@ -101,9 +107,10 @@ impl Check for ForgetTensor {
         if cx.runs_once() || !cx.value(arg).owns_device_memory() || hands_over(e, arg, cx) {
             return;
         }
-        // A `ManuallyDrop` the function returns is the caller's to drop or keep.
-        if what == "ManuallyDrop::new" && cx.f.returned.contains(&(std::ptr::from_ref(e) as usize))
-        {
+        // A `ManuallyDrop` the function returns is the caller's to drop or keep; one stored in
+        // a field that its struct's `Drop` releases is that destructor's; one whose contents
+        // the function takes back out is not leaked.
+        if what == "ManuallyDrop::new" && manually_drop_released(e, arg, cx) {
             return;
         }
         let value = show(arg);
@@ -128,6 +135,49 @@ impl Check for ForgetTensor {
         };
         sink.emit(&RULE, e, message, help, None);
     }
+}
+
+/// Whether the `ManuallyDrop::new(arg)` call `call` is released elsewhere: returned (the
+/// caller's to drop or keep), the value of a field that the struct's `impl Drop` in this
+/// file releases (`ManuallyDrop::take(&mut self.f)`), or bound by a `let` whose contents the
+/// function takes back out (`ManuallyDrop::into_inner(md)`, `ManuallyDrop::drop(&mut md)`),
+/// or whose fields holding device memory it moves out one by one (`ptr::read(&md.f)`).
+fn manually_drop_released(call: &Expr, arg: &Expr, cx: &Cx<'_>) -> bool {
+    let at = std::ptr::from_ref(call) as usize;
+    if cx.f.returned.contains(&at) {
+        return true;
+    }
+    if let Some((ty, field)) = cx.f.manually_drop_fields.get(&at) {
+        let ty = if ty == "Self" {
+            cx.env
+                .types
+                .self_ty()
+                .and_then(|t| cx.env.types.info(t).name)
+        } else {
+            Some(ty.clone())
+        };
+        if ty.is_some_and(|ty| cx.index().drop_released.contains(&(ty, field.clone()))) {
+            return true;
+        }
+    }
+    let Some(moved) =
+        cx.f.manually_drop_lets
+            .get(&at)
+            .and_then(|name| cx.f.moved_out.get(name))
+    else {
+        return false;
+    };
+    if moved.contains(&None) {
+        return true;
+    }
+    // Taken apart field by field: every field that holds device memory must be moved out.
+    let Some(adt) = cx.value(arg).name.and_then(|n| cx.index().adts.get(&n)) else {
+        return false;
+    };
+    adt.fields.iter().enumerate().all(|(i, (name, ty))| {
+        let name = name.clone().unwrap_or_else(|| i.to_string());
+        cx.env.types.kind(ty) != Kind::Device || moved.contains(&Some(name))
+    })
 }
 
 /// Whether forgetting `arg` hands its memory over rather than leaking it: `self` or a
@@ -249,6 +299,77 @@ fn kept_here(t: Tensor) -> usize {
 }
 "#;
         assert_eq!(hits(RULE, src), [(17, 16)]);
+    }
+
+    #[test]
+    fn a_manually_drop_field_its_drop_releases_is_the_destructors() {
+        // The shape of kornia-rs's `CudaResource`: the device slice is kept in a
+        // `ManuallyDrop` field so that `Drop` can choose how to release it (let it drop, or
+        // leak the alias and free the pointer another way).
+        let src = r#"
+use std::mem::ManuallyDrop;
+use cudarc::driver::CudaSlice;
+struct Resource { slice: ManuallyDrop<CudaSlice<u8>>, ptr: u64 }
+impl Drop for Resource {
+    fn drop(&mut self) {
+        let slice = unsafe { ManuallyDrop::take(&mut self.slice) };
+        drop(slice);
+    }
+}
+impl Resource {
+    fn new(slice: CudaSlice<u8>, ptr: u64) -> Self {
+        Self { slice: ManuallyDrop::new(slice), ptr }
+    }
+}
+fn boxed(slice: CudaSlice<u8>) -> Box<Resource> {
+    let r = Box::new(Resource { slice: ManuallyDrop::new(slice), ptr: 0 });
+    r
+}
+struct Plain { slice: ManuallyDrop<CudaSlice<u8>>, other: ManuallyDrop<CudaSlice<u8>> }
+impl Drop for Plain {
+    fn drop(&mut self) {
+        unsafe { ManuallyDrop::drop(&mut self.other) };
+    }
+}
+fn plain(a: CudaSlice<u8>, b: CudaSlice<u8>) -> Box<Plain> {
+    let p = Box::new(Plain { slice: ManuallyDrop::new(a), other: ManuallyDrop::new(b) });
+    p
+}
+"#;
+        // `Plain`'s `Drop` never releases `slice`: that one still leaks.
+        assert_eq!(hits(RULE, src), [(27, 37)]);
+    }
+
+    #[test]
+    fn a_manually_drop_taken_back_out_is_not_leaked() {
+        // The shape of kornia-rs's `into_cudaslice`: a value with a `Drop` wrapped in
+        // `ManuallyDrop` so that its fields can be moved out with `ptr::read`.
+        let src = r#"
+use std::mem::ManuallyDrop;
+use cudarc::driver::CudaSlice;
+struct Resource { slice: CudaSlice<u8>, id: i32 }
+impl Drop for Resource { fn drop(&mut self) {} }
+fn into_slice(r: Box<Resource>) -> CudaSlice<u8> {
+    let md = ManuallyDrop::new(*r);
+    let slice = unsafe { std::ptr::read(&md.slice) };
+    slice
+}
+fn into_inner(r: Resource) -> i32 {
+    let mut md = ManuallyDrop::new(r);
+    let inner = ManuallyDrop::into_inner(md);
+    inner.id
+}
+fn dropped(r: Resource) {
+    let mut md = ManuallyDrop::new(r);
+    unsafe { ManuallyDrop::drop(&mut md) };
+}
+fn id_only(r: Resource) -> i32 {
+    let md = ManuallyDrop::new(r);
+    unsafe { std::ptr::read(&md.id) }
+}
+"#;
+        // Only the `id` is read out of the last one: its slice leaks.
+        assert_eq!(hits(RULE, src), [(21, 14)]);
     }
 
     #[test]

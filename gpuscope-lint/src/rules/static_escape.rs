@@ -100,6 +100,11 @@ impl Check for StaticEscape {
         let (target, values): (&Expr, Vec<&Expr>) = match e {
             Expr::Assign(a) => (&a.left, vec![&*a.right]),
             Expr::Binary(b) if is_compound_assign(&b.op) => (&b.left, vec![&*b.right]),
+            // `map.insert(key, value)`, `vec.insert(index, value)`: the key or index is not
+            // where the device memory goes.
+            Expr::MethodCall(m) if m.method == "insert" && m.args.len() == 2 => {
+                (&m.receiver, m.args.iter().skip(1).collect())
+            }
             Expr::MethodCall(m) if STORING.iter().any(|s| m.method == s) => {
                 (&m.receiver, m.args.iter().collect())
             }
@@ -185,6 +190,31 @@ fn make_tensor() -> Tensor { todo!() }
             "`Some(..)` is stored in static `LAST` and lives until the process exits: its GPU memory is never freed"
         );
         assert!(f.help.starts_with("return the value"));
+    }
+
+    #[test]
+    fn a_map_insert_names_the_value_not_the_key() {
+        // The shape of kornia-rs's colormap cache: device LUTs keyed by (colormap, device) in
+        // a static map that is never cleared. The key is host data; the value is what stays.
+        let src = r#"
+use cudarc::driver::{CudaSlice, CudaStream};
+static LUTS: OnceLock<Mutex<HashMap<(Colormap, usize), Arc<CudaSlice<u32>>>>> = OnceLock::new();
+fn lut(stream: &Arc<CudaStream>, map: Colormap) -> Arc<CudaSlice<u32>> {
+    let key = (map, stream.context().ordinal());
+    let mut cache = LUTS.get_or_init(|| Mutex::new(HashMap::new())).lock().unwrap();
+    let dev = Arc::new(stream.clone_htod(&map.table()).unwrap());
+    cache.insert(key, dev.clone());
+    dev
+}
+"#;
+        assert_eq!(hits(RULE, src), [(8, 5)]);
+        assert!(
+            findings(RULE, src)[0]
+                .message
+                .starts_with("`dev.clone()` is stored"),
+            "{}",
+            findings(RULE, src)[0].message
+        );
     }
 
     #[test]
