@@ -15,8 +15,11 @@ arena per (stream, pool), on the traces with more than one stream.
 Usage, from the repository root:
     python3 bench/alloc_model/crossstream.py CMP_DIR
 CMP_DIR: a compare_torch.sh output folder (torch.txt, gpuscope.jsonl). Prints, per trace,
-peak reserved MiB (ratio to the replay's peak allocated), device allocations, and whether
-the third pass repeats the second (no growth; for `lazy` also the same promotions).
+peak reserved MiB (ratio to the replay's peak allocated), device allocations, whether
+the third pass repeats the second (no growth; for `lazy` also the same promotions), and
+the stream queries a pass would make to build `eager` with polls (each allocation asks
+every other stream that freed memory since it was last asked), with their cost per
+operation at the H100's 0.3 us a query.
 """
 import bisect
 import glob
@@ -31,6 +34,8 @@ import sim  # noqa: E402
 
 MIB = 1 << 20
 SHARED = "*"
+# cuStreamQuery on the H100 (BENCHMARKS.md, "Allocator on twelve traces against PyTorch").
+POLL_NS = 299
 
 
 def ops_of(path):
@@ -216,6 +221,22 @@ def run_lazy(path, passes=3):
                            lambda A, a: False, totals, passes)
 
 
+def polls_per_pass(path):
+    """How many stream queries a pass would make if each allocation first asked every
+    other stream that freed memory since it was last asked (the eager design through
+    polls: in a replay every stream is idle, so each answer makes its frees shared)."""
+    owner, dirty, polls = {}, set(), 0
+    for op, i, _, st in ops_of(path):
+        if op == "a":
+            asked = dirty - {st}
+            polls += len(asked)
+            dirty -= asked
+            owner[i] = st
+        elif op == "f":
+            dirty.add(owner.pop(i))
+    return polls
+
+
 def repeats(res):
     """Whether the third pass makes the second's choices: no growth, same promotions."""
     return (res[1][:2] == res[2][:2]
@@ -248,6 +269,8 @@ def main(cmp_dir):
             m[2] += same
             grows = "" if same else " GROWS"
             cells.append(f"{design} {reserved:6.0f} ({ratio:.4f}) {dev:3d}{grows}")
+        polls = polls_per_pass(path)
+        cells.append(f"polls {polls} (+{polls * POLL_NS / len(ops_of(path)):.1f} ns/op)")
         print(f"{name:30s} better mode {better:.4f}, PyTorch {torch_dev:3d} | " + " | ".join(cells))
     for design, (r, d, s) in met.items():
         print(f"{design}: ratio <= better mode {r}, device allocs <= PyTorch {d}, "
