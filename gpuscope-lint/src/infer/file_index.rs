@@ -25,6 +25,9 @@ pub(crate) struct FileIndex {
     pub(crate) used: Used,
     /// Imported names: the name in scope -> (crate, name in that crate).
     pub(crate) imports: FxHashMap<String, (String, String)>,
+    /// Names imported from the crate's own modules (`use crate::tensor::Tensor`,
+    /// `use super::Tensor`), as they are named there.
+    pub(crate) local_imports: FxHashSet<String>,
     /// Structs and enums by name.
     pub(crate) adts: FxHashMap<String, Adt>,
     /// Type aliases by name.
@@ -251,6 +254,8 @@ impl<'ast> Visit<'ast> for FileIndex {
                     if let Some(k) = krate {
                         let name = n.ident.to_string();
                         index.imports.insert(name.clone(), (k.to_owned(), name));
+                    } else if local {
+                        index.local_imports.insert(n.ident.to_string());
                     }
                 }
                 syn::UseTree::Rename(r) => {
@@ -258,6 +263,8 @@ impl<'ast> Visit<'ast> for FileIndex {
                         index
                             .imports
                             .insert(r.rename.to_string(), (k.to_owned(), r.ident.to_string()));
+                    } else if local {
+                        index.local_imports.insert(r.ident.to_string());
                     }
                 }
                 syn::UseTree::Group(g) => {
@@ -412,6 +419,7 @@ mod tests {
 use candle_core::{Tensor, Device as Dev};
 use std::mem::{self, forget};
 use crate::model::Net;
+use super::{ops::Graph as G, *};
 struct Model { w: Tensor, name: String }
 enum State { Idle, Busy(Vec<Tensor>) }
 type Batch = Vec<Tensor>;
@@ -432,6 +440,9 @@ thread_local! { static LAST: RefCell<Option<Tensor>> = RefCell::new(None); }
             Some("candle_core")
         );
         assert!(!index.imports.contains_key("Net"), "crate-local");
+        let mut local: Vec<_> = index.local_imports.iter().cloned().collect();
+        local.sort();
+        assert_eq!(local, ["Graph", "Net"]);
         assert!(index.forget_imported);
         assert_eq!(index.adts["Model"].fields.len(), 2);
         assert_eq!(index.adts["State"].fields.len(), 1);

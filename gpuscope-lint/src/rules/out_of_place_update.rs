@@ -53,7 +53,9 @@ fn sgd(weight: Tensor, grads: &[Tensor]) -> Tensor {
 - It cannot tell whether autograd needs the old value: an in-place update of a tensor saved
   for backward makes `backward()` fail (gpuscope refuses it).
 - It fires only where the tensors have in-place arithmetic (gpuscope, tch, neuronika, or no
-  library named): in candle, burn or dfdx code there is no in-place update to suggest.
+  library named): in candle, burn or dfdx code there is no in-place update to suggest. A file
+  naming no library that imports a tensor type from its own crate (`use crate::tensor::Tensor`)
+  has a tensor of its own, whose in-place methods it does not know: it does not fire there.
 "#;
 
 /// The rule's checks.
@@ -67,7 +69,7 @@ impl Check for OutOfPlaceUpdate {
     fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
         let Expr::Assign(assign) = e else { return };
         // Without in-place arithmetic (candle, burn, dfdx) there is nothing to suggest.
-        if !cx.used().in_place_ops() {
+        if !cx.used().in_place_ops() || own_tensor_type(cx) {
             return;
         }
         let target = &assign.left;
@@ -124,6 +126,19 @@ impl Check for OutOfPlaceUpdate {
             None,
         );
     }
+}
+
+/// Whether a file naming no library imports a tensor type from its own crate
+/// (`use crate::tensor::Tensor`): the crate's own tensor, whose in-place methods (if any)
+/// the lint does not know, rather than gpuscope's.
+fn own_tensor_type(cx: &Cx<'_>) -> bool {
+    let used = cx.used();
+    used.is_empty()
+        && cx
+            .index()
+            .local_imports
+            .iter()
+            .any(|name| used.type_kind(None, name) == Some(true))
 }
 
 #[cfg(test)]
@@ -199,6 +214,28 @@ fn block(xs: &Tensor, residual: &Tensor) -> Tensor {
 }
 "#;
         assert_eq!(hits(RULE, tch), [(5, 5)]);
+    }
+
+    #[test]
+    fn quiet_on_a_crate_s_own_tensor_type() {
+        // femtoGPT averages gradients into its own host tensor (`Tensor<f32>`, a `Vec` and a
+        // shape, imported from `crate::tensor`): it has no `add_` to suggest.
+        let own = r#"
+use crate::tensor::{Tensor, TensorError};
+fn average(grads: &[Tensor<f32>]) -> Result<Tensor<f32>, TensorError> {
+    let mut avg = Tensor::<f32>::scalar(0.);
+    for g in grads {
+        avg = (&avg + g)?;
+    }
+    Ok(avg)
+}
+"#;
+        assert_eq!(hits(RULE, own), []);
+        // Imported from elsewhere, or with no import at all, `Tensor` is gpuscope's.
+        for header in ["use gpuscope::Tensor;", "use crate::data::Batch;", ""] {
+            let src = own.replace("use crate::tensor::{Tensor, TensorError};", header);
+            assert_eq!(hits(RULE, &src), [(6, 9)], "{header}");
+        }
     }
 
     #[test]
