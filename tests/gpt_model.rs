@@ -146,6 +146,33 @@ fn parse(flags: &str) -> Result<Config, String> {
     cli::check_args(&args)
 }
 
+/// Every flag of the reference script (`bench/torch_gpt.py`, the same file as
+/// `../shared/bench/torch_gpt.py`) parses here, so that the two run with the same command
+/// line; `--bf16` parses and is then refused with a message.
+#[test]
+fn the_reference_scripts_flags_are_accepted() {
+    let reference = include_str!("../bench/torch_gpt.py");
+    let flags: Vec<&str> = reference
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("p.add_argument(\"--"))
+        .filter_map(|l| l.split('"').next())
+        .collect();
+    assert!(flags.len() >= 14, "{flags:?}");
+    for flag in flags {
+        let line = match flag {
+            "bf16" | "sdpa" | "compile" => format!("--{flag}"),
+            "lr" => "--lr 0.001".to_owned(),
+            "write-data" => "--write-data /tmp/gpuscope-gpt-flags.bin".to_owned(),
+            "steps" => "--steps 20".to_owned(),
+            _ => format!("--{flag} 8"),
+        };
+        match parse(&line) {
+            Ok(_) => assert_ne!(flag, "bf16"),
+            Err(e) => assert!(flag == "bf16" && e.contains("not available"), "{line}: {e}"),
+        }
+    }
+}
+
 #[test]
 fn flags_out_of_range_are_errors_that_name_the_flag() {
     assert!(parse("").is_ok());

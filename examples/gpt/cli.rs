@@ -50,6 +50,10 @@ pub struct Args {
     /// here (strided-batched GEMMs and a masked softmax kernel).
     #[arg(long)]
     pub sdpa: bool,
+    /// Accepted for the reference's command lines (`torch.compile` there): this example
+    /// has no compiler and runs the step eagerly, as its JSON line's `impl` says.
+    #[arg(long)]
+    pub compile: bool,
     /// Train on this token file (u16 little-endian, as `torch_gpt.py --write-data`
     /// writes it) instead of sampling the chain.
     #[arg(long)]

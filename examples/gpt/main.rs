@@ -182,6 +182,9 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         _ => open_device(args.device)?,
     };
     eprintln!("device: {}", dev.description());
+    if args.compile {
+        eprintln!("--compile: this example has no compiler; the step runs eagerly");
+    }
     if let Some(mib) = args.memory_limit_mib {
         dev.allocator().set_memory_limit(Some(mib << 20));
         eprintln!("memory cap: {}", format_bytes(mib << 20));
