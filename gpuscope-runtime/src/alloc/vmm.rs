@@ -56,8 +56,8 @@ pub(super) const RUN_GROWTH_DIVISOR: usize = 8;
 /// For the small pool, half what it maps, from 2 MiB (PyTorch's small segment size)
 /// to 8 MiB, so that a small pool of many megabytes grows in a few steps.
 ///
-/// Fewer, larger growths mean fewer device allocations (at most PyTorch's on 67 of the
-/// 74 traces of `tests/data/traces`; `trace_invariants.rs` lists the seven others) for at
+/// Fewer, larger growths mean fewer device allocations (at most PyTorch's on 72 of the
+/// 80 traces of `tests/data/traces`; `trace_invariants.rs` lists the eight others) for at
 /// most one step of unused memory per arena.
 pub(super) fn min_growth(pool: Pool, mapped: usize, run: Option<usize>) -> usize {
     match pool {
