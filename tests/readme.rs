@@ -19,3 +19,14 @@ fn the_readme_tour_runs_without_a_leak() {
     assert_eq!(out.shape(), &[4, 4]);
     assert_eq!(out.to_vec::<f32>().unwrap(), vec![0.0; 16]);
 }
+
+/// The tour's `main`, as a new program runs it: the best device there is (the host in CI).
+#[test]
+fn the_readme_tour_main_runs_on_the_best_device() -> Result<(), Box<dyn std::error::Error>> {
+    let dev = Device::best()?; // the first GPU, else the host
+    let x = Tensor::randn(&[64, 128], &dev)?;
+    let y = step(&x, &dev)?;
+    println!("{:?} on {}", y.shape(), dev.description());
+    assert_eq!(y.shape(), &[64, 128]);
+    Ok(())
+}
