@@ -7,15 +7,24 @@ each side's fastest repeat: on the H100 machine (a virtual machine) a process ru
 one of two speeds about 1.7x apart for its whole life, whatever CPUs it is pinned to,
 and both allocators alike (BENCHMARKS.md, "Two speeds per process"), so a median of a
 few repeats can compare one side's fast processes with the other's slow ones.
+A folder whose later repeats were packed into `repeats.tar.gz` (bench/pack_repeats.py)
+is read through the archive.
 
 Usage: python3 bench/compare_torch.py OUT_DIR
 """
+import contextlib
 import json
 import os
 import re
+import shutil
 import statistics
 import sys
+import tarfile
+import tempfile
 from collections import defaultdict
+
+# The later repeats of a folder, packed by bench/pack_repeats.py.
+ARCHIVE = "repeats.tar.gz"
 
 LINE = re.compile(
     r"replay (?P<trace>\S+) pass (?P<pass>\d+) ops (?P<ops>\d+): (?P<ns>[\d.]+) ns/op, "
@@ -209,5 +218,30 @@ def main(out_dir):
         print("PyTorch alloc+free pairs: " + ", ".join(f"{int(s)} B: {ns} ns" for s, ns in pairs))
 
 
+@contextlib.contextmanager
+def readable(out_dir):
+    """`out_dir`, or, when its repeats are packed, a temporary folder holding its files
+    and the archive's (removed afterwards)."""
+    archive = os.path.join(out_dir, ARCHIVE)
+    if not os.path.exists(archive):
+        yield out_dir
+        return
+    tmp = tempfile.mkdtemp(prefix="compare_torch_")
+    try:
+        for n in os.listdir(out_dir):
+            if os.path.isfile(os.path.join(out_dir, n)) and n != ARCHIVE:
+                shutil.copy(os.path.join(out_dir, n), tmp)
+        with tarfile.open(archive) as tar:
+            for m in tar.getmembers():
+                if not m.isfile() or os.path.basename(m.name) != m.name:
+                    raise SystemExit(f"compare_torch.py: {archive}: unexpected member "
+                                     f"{m.name!r} (not a file of the folder)")
+            tar.extractall(tmp, filter="data")
+        yield tmp
+    finally:
+        shutil.rmtree(tmp)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    with readable(sys.argv[1]) as d:
+        main(d)

@@ -14,6 +14,8 @@
 # driver's own threads then share that CPU.
 #
 # Usage: bench/compare_torch.sh GPUSCOPE_BINARY OUT_DIR TRACE.csv...
+# To keep OUT_DIR in the repository, `python3 bench/pack_repeats.py OUT_DIR` first packs
+# the later repeats into one archive (compare_torch.py reads it; ~10x smaller).
 set -euo pipefail
 bin=$1
 out=$2
