@@ -236,7 +236,10 @@ def readable(out_dir):
                 if not m.isfile() or os.path.basename(m.name) != m.name:
                     raise SystemExit(f"compare_torch.py: {archive}: unexpected member "
                                      f"{m.name!r} (not a file of the folder)")
-            tar.extractall(tmp, filter="data")
+            try:
+                tar.extractall(tmp, filter="data")
+            except TypeError:  # Python before 3.11.4: the members were checked above
+                tar.extractall(tmp)
         yield tmp
     finally:
         shutil.rmtree(tmp)
