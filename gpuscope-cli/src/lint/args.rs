@@ -28,7 +28,8 @@ pub enum Color {
 #[derive(clap::Args)]
 pub struct Args {
     /// Files and directories to lint; directories are walked for `.rs` files, honouring
-    /// `.gitignore` and following symbolic links.
+    /// `.gitignore` and `.ignore`, skipping hidden files and directories (`.git`, `.plan`:
+    /// name one to lint it) and following symbolic links.
     #[arg(default_value = ".")]
     pub paths: Vec<PathBuf>,
     /// Output format.

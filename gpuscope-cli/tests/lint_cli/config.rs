@@ -108,6 +108,26 @@ fn gitignore_is_honoured_outside_a_git_repository() {
 }
 
 #[test]
+fn hidden_directories_are_skipped_unless_named() {
+    let dir = temp_dir("hidden");
+    std::fs::create_dir_all(dir.join(".plan")).unwrap();
+    std::fs::write(
+        dir.join(".plan/leak.rs"),
+        "use gpuscope::Tensor;\nfn f(t: Tensor) {\n    std::mem::forget(t);\n}\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("lib.rs"), "fn ok() {}\n").unwrap();
+    assert!(stdout(&lint(&dir, &[])).ends_with("in 1 file\n"));
+    // Named, a hidden directory is linted.
+    let named = json(&lint(&dir, &["--format", "json", ".plan"]));
+    assert!(
+        summary(&named).contains(&row("forget_tensor", "deny", ".plan/leak.rs", 3, 5)),
+        "{named:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn unknown_rule_names_are_errors_everywhere() {
     let dir = temp_dir("unknown");
     // In an attribute: an error finding at the name, the file's other findings kept.
