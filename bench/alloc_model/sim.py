@@ -1,9 +1,18 @@
 import os
 import sys, bisect, collections
 MIB=1<<20; PAGE=2*MIB
-# vmm::LARGE_GROWTH_DIVISOR (commit d8054fc); a large value models the step before it
+# The growth policy. GROWTH=pages (the default, commit after 1b1ac4b): what is missing in
+# whole 20 MiB (large pool) or 2 MiB (small pool) pages, and in a run of large growths at
+# least 5/4 of the last, up to 1/RUN_DIV of the arena (vmm::growth_size). GROWTH=steps:
+# the policy before it (at least 20 MiB or 1/LARGE_DIV of the arena, 5/4 of the last
+# step in a run up to 1/8; small pool half what it maps, 2-8 MiB), with its settings below.
+GROWTH=os.environ.get('GROWTH', 'pages')
+RUN_DIV=int(os.environ.get('RUN_DIV', 16))
+# GROWTH=steps only: vmm::LARGE_GROWTH_DIVISOR (commit d8054fc); a large value models the
+# step before it
 LARGE_DIV=int(os.environ.get('LARGE_DIV', 128))
-# runs of growths (commit after bf5947d); RUNS=0 models the policy before them
+# GROWTH=steps only: runs of growths (commit after bf5947d); RUNS=0 models the policy
+# before them
 RUNS=os.environ.get('RUNS', '1')!='0'
 # Not the allocator's policy (BENCHMARKS.md, "Small requests in the large pool's holes"):
 # with SPILL_MIB=N, a small request that no small hole fits takes the best-fitting hole
@@ -41,6 +50,16 @@ class Arena:
         if not s.addrs: return None
         a=s.addrs[-1]; b=s.blocks[a]
         return a if b[1] and a+b[0]==s.top else None
+    def pages(s, short):
+        """What a growth maps when the free top is `short` bytes too small
+        (vmm::growth_size); notes a large growth as the run's."""
+        q=2*MIB if s.small else 20*MIB
+        size=-(-short//q)*q
+        if not s.small:
+            if s.run is not None:
+                size=max(size, -(-min(s.run+s.run//4, s.mapped//RUN_DIV)//q)*q)
+            s.run=size
+        return size
     def min_step(s):
         """The least a growth adds (vmm::min_growth); notes a large step as the run's."""
         if s.small: return min(max(s.mapped//2,2*MIB),8*MIB)
@@ -53,8 +72,11 @@ class Arena:
         return ming
     def grow(s, need_total):
         w=s.wild(); have=s.blocks[w][0] if w is not None else 0
-        need=-(-(need_total-have)//PAGE)*PAGE
-        size=-(-max(need,s.min_step())//PAGE)*PAGE
+        if GROWTH=='pages':
+            size=s.pages(need_total-have)
+        else:
+            need=-(-(need_total-have)//PAGE)*PAGE
+            size=-(-max(need,s.min_step())//PAGE)*PAGE
         s.grows+=1; s.last_growth=size
         if w is not None: s.blocks[w][0]+=size
         else:

@@ -28,13 +28,15 @@
 //! 2. `allocate` takes the best-fitting free block of the pool (smallest that fits,
 //!    lowest address among equals); the wilderness only when none fits; and grows the
 //!    arena at the top only when the wilderness is too small: one physical chunk of
-//!    what is missing, at least 20 MiB or 1/128 of what the arena holds (whichever is
-//!    larger) for the large pool and 2-8 MiB for the small one (half what it holds),
-//!    mapped and made accessible in one call each. While a large arena only grows
-//!    (nothing freed in it since its last growth, as while weights and optimizer state
-//!    are built), each step is 5/4 of the last, up to 1/8 of the arena. The
-//!    proportional and growing steps keep the number of device allocations logarithmic
-//!    in the pool's size, for at most one step of it unused.
+//!    what is missing, rounded up to whole pages of PyTorch's expandable segments
+//!    (20 MiB for the large pool, 2 MiB for the small one), mapped and made accessible
+//!    in one call each. So far this is PyTorch's placement with expandable segments
+//!    (the placement model gives PyTorch's reserved memory on every trace of
+//!    `tests/data/traces`), with one device allocation per growth where PyTorch makes
+//!    one per page. While a large arena only grows (nothing freed in it since its last
+//!    growth, as while weights and optimizer state are built), each growth is at least
+//!    5/4 of the last, up to 1/16 of the arena, which keeps the number of device
+//!    allocations logarithmic in the pool's size.
 //! 3. `free` merges with free neighbours and never gives memory back; a block used on
 //!    other streams (`record_stream`) returns to its pool once their work is done: the
 //!    next `allocate` asks each such stream once for all the frees since the last (an
