@@ -33,7 +33,8 @@ pub(crate) enum NoGrad {
 pub(crate) struct LoopFrame {
     /// Names bound in the loop's body so far: they start afresh each iteration.
     pub(crate) names: FxHashSet<String>,
-    /// The loop's body runs a training step (a backward call or an optimizer step).
+    /// The loop's body runs a training step (a backward call), other than one per model
+    /// through the loop's element (see [`trains`](crate::fn_facts::trains)).
     pub(crate) trains: bool,
 }
 

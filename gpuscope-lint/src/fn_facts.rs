@@ -9,40 +9,89 @@ use syn::visit::{self, Visit};
 use syn::{Block, Expr, Type};
 
 use crate::syntax::{
-    callee_name, callee_path, ident_of, insert_ident, manually_drop_release, path_ends_with,
-    place_and_field, ptr_read, same_place, strip, takes_raw_handle, with_text,
+    callee_name, callee_path, chain_root, ident_of, insert_ident, manually_drop_release,
+    path_ends_with, place_and_field, ptr_read, same_place, strip, takes_raw_handle, with_text,
 };
 
 /// Whether a loop body runs a training step: calls `backward`, `backward_step`,
 /// `run_backward`, ... (an optimizer step alone is not enough: `model.step(token)` is also
 /// a recurrent cell's).
-pub(crate) fn trains(block: &Block) -> bool {
-    let mut scan = Trains { found: false };
+///
+/// `element` holds the names the loop's pattern binds. A loop whose optimizer steps are all
+/// taken through its element (`critic.optimizer_mut().backward_step(&loss)`,
+/// `agent.opt.step()` in `for critic in &mut critics`) trains each element's own model in
+/// turn: it runs once per model, not once per batch, and is not a training loop here.
+pub(crate) fn trains(block: &Block, element: &FxHashSet<String>) -> bool {
+    let mut scan = Trains::new(element);
     scan.visit_block(block);
-    scan.found
+    scan.trains()
 }
 
-pub(crate) fn trains_expr(e: &Expr) -> bool {
-    let mut scan = Trains { found: false };
+pub(crate) fn trains_expr(e: &Expr, element: &FxHashSet<String>) -> bool {
+    let mut scan = Trains::new(element);
     scan.visit_expr(e);
-    scan.found
+    scan.trains()
 }
 
-struct Trains {
+struct Trains<'e> {
+    /// Names bound by the loop's pattern.
+    element: &'e FxHashSet<String>,
+    /// A backward call was seen.
     found: bool,
+    /// An optimizer step was taken through the loop's element.
+    element_step: bool,
+    /// An optimizer step was taken through something else.
+    other_step: bool,
 }
 
-impl Trains {
+impl<'e> Trains<'e> {
+    fn new(element: &'e FxHashSet<String>) -> Self {
+        Trains {
+            element,
+            found: false,
+            element_step: false,
+            other_step: false,
+        }
+    }
+
+    /// A backward call, unless every optimizer step went through the loop's element.
+    fn trains(&self) -> bool {
+        let per_element = self.element_step && !self.other_step;
+        self.found && !per_element
+    }
+
     fn name(&mut self, name: &str) {
         if name.starts_with("backward") || name.ends_with("_backward") {
             self.found = true;
         }
     }
+
+    /// Notes an optimizer step (`opt.step()`, `opt.backward_step(&loss)`): whether it is
+    /// taken through the loop's element (`x.opt.step()`, `x.optimizer_mut().backward_step(&l)`,
+    /// `x.backward_step(&l)` with `x` bound by the loop's pattern) or not.
+    fn step(&mut self, call: &syn::ExprMethodCall) {
+        let method = call.method.to_string();
+        let bare = ident_of(&call.receiver).is_some();
+        let step = (method == "step" && call.args.is_empty())
+            || (method.starts_with("backward_step") && !call.args.is_empty());
+        if !step {
+            return;
+        }
+        let through_element = ident_of(chain_root(&call.receiver))
+            .is_some_and(|root| self.element.contains(&root.to_string()));
+        // `x.step()` on the element itself may be a recurrent cell's step, not an optimizer's.
+        if through_element && !(bare && method == "step") {
+            self.element_step = true;
+        } else if !through_element {
+            self.other_step = true;
+        }
+    }
 }
 
-impl<'ast> Visit<'ast> for Trains {
+impl<'ast> Visit<'ast> for Trains<'_> {
     fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
         self.name(&call.method.to_string());
+        self.step(call);
         visit::visit_expr_method_call(self, call);
     }
 

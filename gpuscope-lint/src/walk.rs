@@ -234,17 +234,25 @@ impl<'i> Walker<'i> {
         self.cx.env.bind(name, value);
     }
 
-    /// Walks a loop: its pattern bound to `element`, the loop rules, then `walk`.
+    /// Walks a loop: its pattern bound to `element` (`inputs`: the patterns of a
+    /// `for_each` closure, bound by `walk`), the loop rules, then `walk`.
     fn walk_loop(
         &mut self,
         head: (proc_macro2::Span, proc_macro2::Span),
         pat: Option<(&Pat, Value)>,
+        inputs: &[&Pat],
         body: LoopBody<'_>,
         walk: impl FnOnce(&mut Self),
     ) {
+        let mut element = FxHashSet::default();
+        for pat in pat.iter().map(|(p, _)| *p).chain(inputs.iter().copied()) {
+            pat_idents(pat, &mut |ident| {
+                element.insert(ident.to_string());
+            });
+        }
         let trains = match body {
-            LoopBody::Block(block) => trains(block),
-            LoopBody::Expr(e) => trains_expr(e),
+            LoopBody::Block(block) => trains(block, &element),
+            LoopBody::Expr(e) => trains_expr(e, &element),
         };
         self.cx.f.loops.push(LoopFrame {
             names: FxHashSet::default(),
@@ -447,6 +455,7 @@ impl<'ast> Visit<'ast> for Walker<'_> {
         self.walk_loop(
             (start, end),
             Some((&e.pat, element)),
+            &[],
             LoopBody::Block(&e.body),
             |w| w.visit_block(&e.body),
         );
@@ -455,7 +464,7 @@ impl<'ast> Visit<'ast> for Walker<'_> {
     fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
         let (start, _) = span_range(&e.while_token);
         let (_, end) = span_range(&e.cond);
-        self.walk_loop((start, end), None, LoopBody::Block(&e.body), |w| {
+        self.walk_loop((start, end), None, &[], LoopBody::Block(&e.body), |w| {
             w.visit_expr(&e.cond);
             w.visit_block(&e.body);
         });
@@ -463,7 +472,7 @@ impl<'ast> Visit<'ast> for Walker<'_> {
 
     fn visit_expr_loop(&mut self, e: &'ast syn::ExprLoop) {
         let head = span_range(&e.loop_token);
-        self.walk_loop(head, None, LoopBody::Block(&e.body), |w| {
+        self.walk_loop(head, None, &[], LoopBody::Block(&e.body), |w| {
             w.visit_block(&e.body)
         });
     }
@@ -508,7 +517,8 @@ impl<'ast> Visit<'ast> for Walker<'_> {
                 self.check_expr(arg);
                 let element = element_of(self.cx.env.infer(&call.receiver));
                 let head = span_range(&call.method);
-                self.walk_loop(head, None, LoopBody::Expr(&closure.body), |w| {
+                let inputs: Vec<&Pat> = closure.inputs.iter().collect();
+                self.walk_loop(head, None, &inputs, LoopBody::Expr(&closure.body), |w| {
                     for input in &closure.inputs {
                         w.bind_pat_value(input, None, None, element.clone());
                     }

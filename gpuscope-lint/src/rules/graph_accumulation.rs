@@ -33,6 +33,10 @@ accumulator is only read back afterwards (`len()`, `item()`) or not used at all.
 over the tokens of one sequence in an inner loop without `backward`, and then
 differentiated or returned, is one graph per step as intended, and does not fire; nor does
 an accumulator of host data (`let mut total = 0.0;`, `Vec<f32>`) or code under `no_grad`.
+A loop over models whose optimizer steps all go through its element (`for critic in &mut
+critics { ..; critic.opt.backward_step(&loss)?; losses.push(loss); }`) runs once per model,
+not once per batch: it is not a training loop here, and one loss per model, returned or
+passed on, does not fire (kept across an outer loop over batches, they do).
 
 ### Why is this bad
 Each iteration's loss holds its whole autograd graph: every activation saved for backward.
@@ -433,6 +437,78 @@ fn evaluate(model: &Model, data: &[Batch]) -> usize {
 }
 "#;
         assert_eq!(hits(RULE, src), [(5, 9)]);
+    }
+
+    #[test]
+    fn a_loop_stepping_each_elements_own_optimizer_runs_once_per_model() {
+        let src = r#"
+use candle_core::Tensor;
+fn optimize_critics(&mut self, x: &Tensor, y: &Tensor) -> candle_core::Result<Vec<Tensor>> {
+    let mut losses = Vec::with_capacity(self.critics.len());
+    for critic in &mut self.critics {
+        let loss = candle_nn::loss::mse(&critic.forward(x)?, y)?;
+        critic.optimizer_mut().backward_step(&loss)?;
+        losses.push(loss);
+    }
+    let mut twin = Vec::new();
+    for (net, opt) in self.nets.iter().zip(self.opts.iter_mut()) {
+        let loss = candle_nn::loss::mse(&net.forward(x)?, y)?;
+        opt.backward_step(&loss)?;
+        twin.push(loss);
+    }
+    self.twin = twin;
+    Ok(losses)
+}
+fn train(&mut self, data: &[(Tensor, Tensor)]) -> candle_core::Result<Vec<Tensor>> {
+    let mut history = Vec::new();
+    for (x, y) in data {
+        for critic in &mut self.critics {
+            let loss = candle_nn::loss::mse(&critic.forward(x)?, y)?;
+            critic.opt.backward_step(&loss)?;
+            history.push(loss);
+        }
+        let loss = self.actor_loss(x)?;
+        self.actor_opt.backward_step(&loss)?;
+        history.push(loss);
+    }
+    let mut per_batch = Vec::new();
+    for batch in data {
+        let loss = self.loss(batch)?;
+        batch.0.backward_step(&loss)?;
+        self.opt.backward_step(&loss)?;
+        per_batch.push(loss);
+    }
+    history.extend(per_batch);
+    Ok(history)
+}
+"#;
+        // Kept across the batches of the outer loop, or by a loop that also steps a shared
+        // optimizer per batch, the losses still pile up.
+        assert_eq!(hits(RULE, src), [(25, 13), (29, 9), (36, 9)]);
+        let tch = r#"
+use tch::Tensor;
+fn update(agents: &mut [Agent], obs: &Tensor) -> Vec<Tensor> {
+    let mut losses = Vec::new();
+    for agent in agents.iter_mut() {
+        let loss = agent.net.forward(obs).mse_loss(obs, tch::Reduction::Mean);
+        agent.opt.zero_grad();
+        loss.backward();
+        agent.opt.step();
+        losses.push(loss);
+    }
+    let mut cells = Vec::new();
+    for cell in agents.iter_mut() {
+        let loss = cell.forward(obs).mse_loss(obs, tch::Reduction::Mean);
+        loss.backward();
+        cell.step();
+        cells.push(loss);
+    }
+    losses.extend(cells);
+    losses
+}
+"#;
+        // `cell.step()` on the element itself may be a recurrent cell's step.
+        assert_eq!(hits(RULE, tch), [(17, 9)]);
     }
 
     #[test]
