@@ -19,10 +19,11 @@ RUNS=os.environ.get('RUNS', '1')!='0'
 # of the large pool if it is under N MiB (SPILL_MIB=inf: any hole) before the small
 # wilderness. Unset, the allocator's policy.
 SPILL=(1<<62 if os.environ.get('SPILL_MIB')=='inf' else int(os.environ.get('SPILL_MIB','0'))*MIB)
-# Not the allocator's policy either: two rules of PyTorch's expandable segments
-# (BENCHMARKS.md, "All 74 traces ..."). PT_NOSPLIT=1: a large-pool hole is taken whole
-# when what would be left is 1 MiB or less; PT_WILDCAND=1: the free top of the arena is
-# an ordinary hole for best fit, not the last resort.
+# Not the allocator's policy either: two rules once taken for PyTorch's expandable
+# segments (BENCHMARKS.md, "All 74 traces ..."; they are not: "PyTorch's pages").
+# PT_NOSPLIT=1: a large-pool hole is taken whole when what would be left is 1 MiB or
+# less; PT_WILDCAND=1: the free top of the arena is an ordinary hole for best fit, not
+# the last resort.
 PT_NOSPLIT=os.environ.get('PT_NOSPLIT')=='1'
 PT_WILDCAND=os.environ.get('PT_WILDCAND')=='1'
 def r512(s): return max(512,(s+511)//512*512)

@@ -7,7 +7,7 @@ Usage, from the repository root:
     python3 bench/alloc_model/targets.py CMP_DIR... [VAR=VALUE...]
 CMP_DIRs: compare_torch.sh output folders (torch.txt, gpuscope.jsonl) whose traces are in
 tests/data/traces/ (a later folder's figures replace an earlier one's); VAR=VALUE: sim.py's
-settings (LARGE_DIV, RUNS, SPILL_MIB). V=1 in the environment prints every trace.
+settings (GROWTH, RUN_DIV, LARGE_DIV, RUNS, SPILL_MIB). V=1 in the environment prints every trace.
 """
 import glob
 import importlib
