@@ -52,6 +52,7 @@ def pack(out_dir):
     os.makedirs(moved)
     for n in names:
         os.rename(os.path.join(out_dir, n), os.path.join(moved, n))
+    same = False  # until the packed folder's tables are checked (an error keeps the files)
     try:
         same = tables(out_dir) == before
     finally:

@@ -33,7 +33,7 @@ import compare_torch  # noqa: E402
 import sim  # noqa: E402
 
 MIB = 1 << 20
-SHARED = "*"
+SHARED = sim.SHARED
 # cuStreamQuery on the H100 (BENCHMARKS.md, "Allocator on twelve traces against PyTorch").
 POLL_NS = 299
 
@@ -44,35 +44,6 @@ def ops_of(path):
 
 def streams_of(path):
     return {o[3] for o in ops_of(path)}
-
-
-def replay_deferred(path, allocate, free, deferred, totals, passes):
-    """sim.replay with a hook: `deferred(arena, addr)` says whether a plain free waits
-    for the next allocation (as frees after `record_stream` do)."""
-    ops = ops_of(path)
-    res = []
-    for _ in range(passes):
-        live, pending = {}, []
-        for op, i, sz, st in ops:
-            if op == "a":
-                for A, a in pending:
-                    free(A, a, SHARED)
-                pending = []
-                live[i] = [*allocate(st, sim.r512(int(sz))), False, st]
-            elif op == "r":
-                live[i][2] = True
-            else:
-                A, a, rec, st = live.pop(i)
-                if rec or deferred(A, a):
-                    pending.append((A, a))
-                else:
-                    free(A, a, st)
-        for A, a in pending:
-            free(A, a, SHARED)
-        for A, a, _, st in live.values():
-            free(A, a, st)
-        res.append(totals())
-    return res
 
 
 def run_borrow(path, passes=3):
@@ -107,8 +78,7 @@ def run_borrow(path, passes=3):
         return (sum(A.peak for A in arenas.values()) / MIB,
                 sum(A.grows for A in arenas.values()), 0)
 
-    return replay_deferred(path, allocate, lambda A, a, _t: A.free(a), deferred, totals,
-                           passes)
+    return sim.replay(path, allocate, totals, passes, deferred=deferred)
 
 
 def run_eager(path, passes=3):
@@ -123,8 +93,7 @@ def run_eager(path, passes=3):
         return (sum(A.peak for A in arenas.values()) / MIB,
                 sum(A.grows for A in arenas.values()), 0)
 
-    return replay_deferred(path, allocate, lambda A, a, _t: A.free(a), lambda A, a: False,
-                           totals, passes)
+    return sim.replay(path, allocate, totals, passes)
 
 
 class TaggedArena(sim.Arena):
@@ -217,8 +186,8 @@ def run_lazy(path, passes=3):
                 sum(A.grows for A in arenas.values()),
                 sum(A.promotions for A in arenas.values()))
 
-    return replay_deferred(path, allocate, lambda A, a, t: A.tagged_free(a, t),
-                           lambda A, a: False, totals, passes)
+    return sim.replay(path, allocate, totals, passes,
+                      free=lambda A, a, t: A.tagged_free(a, t))
 
 
 def polls_per_pass(path):

@@ -1,6 +1,8 @@
 import os
 import sys, bisect, collections
 MIB=1<<20; PAGE=2*MIB
+# The stream of a free completed after other streams' work (record_stream): any.
+SHARED='*'
 # The growth policy. GROWTH=pages (the default, commit after 1b1ac4b): what is missing in
 # whole 20 MiB (large pool) or 2 MiB (small pool) pages, and in a run of large growths at
 # least 5/4 of the last, up to 1/RUN_DIV of the arena (vmm::growth_size). GROWTH=steps:
@@ -119,28 +121,33 @@ def bestfit(s, r, cands, w):
     if not cands: return None
     sz,a=min(cands); return (a,'low')
 
-def replay(path, allocate, totals, passes=2):
+def replay(path, allocate, totals, passes=2, free=None, deferred=None):
     """Replays the trace at `path` `passes` times: `allocate(stream, rounded)` places a
     request and returns (arena, address); frees after `record_stream` complete at the
     next allocation; what the trace leaves live is freed at the end of a pass. Returns
-    `totals()` after each pass."""
+    `totals()` after each pass. Hooks, for other designs: `free(arena, addr, stream)`
+    frees (`stream`: the one that allocated, or SHARED for a free completed at the next
+    allocation; default `arena.free(addr)`), and `deferred(arena, addr)` says whether a
+    plain free also waits for the next allocation (default: none does)."""
+    free=free or (lambda A,a,st: A.free(a))
+    deferred=deferred or (lambda A,a: False)
     ops=[l.split(",") for l in open(path).read().splitlines()[1:]]
     res=[]
     for p in range(passes):
         live={}; pending=[]
         for op,i,sz,st in ops:
             if op=='a':
-                for A,a in pending: A.free(a)
+                for A,a in pending: free(A,a,SHARED)
                 pending=[]
-                live[i]=[*allocate(st, r512(int(sz))), False]
+                live[i]=[*allocate(st, r512(int(sz))), False, st]
             elif op=='r':
                 live[i][2]=True
             else:
-                A,a,rec=live.pop(i)
-                if rec: pending.append((A,a))
-                else: A.free(a)
-        for A,a in pending: A.free(a)
-        for A,a,_ in live.values(): A.free(a)
+                A,a,rec,ast=live.pop(i)
+                if rec or deferred(A,a): pending.append((A,a))
+                else: free(A,a,ast)
+        for A,a in pending: free(A,a,SHARED)
+        for A,a,_,ast in live.values(): free(A,a,ast)
         res.append(totals())
     return res
 

@@ -20,8 +20,6 @@ import glob
 import os
 import sys
 
-os.environ.update(GROWTH="steps", LARGE_DIV="1000000000000", RUNS="0", PT_NOSPLIT="0",
-                  PT_WILDCAND="0")
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 sys.path.insert(0, os.path.dirname(here))

@@ -69,14 +69,13 @@ impl<'e> Trains<'e> {
     /// Notes an optimizer step (`opt.step()`, `opt.backward_step(&loss)`): whether it is
     /// taken through the loop's element (`x.opt.step()`, `x.optimizer_mut().backward_step(&l)`,
     /// `x.backward_step(&l)` with `x` bound by the loop's pattern) or not.
-    fn step(&mut self, call: &syn::ExprMethodCall) {
-        let method = call.method.to_string();
-        let bare = ident_of(&call.receiver).is_some();
+    fn step(&mut self, call: &syn::ExprMethodCall, method: &str) {
         let step = (method == "step" && call.args.is_empty())
             || (method.starts_with("backward_step") && !call.args.is_empty());
         if !step {
             return;
         }
+        let bare = ident_of(&call.receiver).is_some();
         let through_element = ident_of(chain_root(&call.receiver))
             .is_some_and(|root| self.element.contains(&root.to_string()));
         // `x.step()` on the element itself may be a recurrent cell's step, not an optimizer's.
@@ -90,14 +89,16 @@ impl<'e> Trains<'e> {
 
 impl<'ast> Visit<'ast> for Trains<'_> {
     fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
-        self.name(&call.method.to_string());
-        self.step(call);
+        with_text(&call.method, |method| {
+            self.name(method);
+            self.step(call, method);
+        });
         visit::visit_expr_method_call(self, call);
     }
 
     fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
         if let Some(name) = callee_name(call) {
-            self.name(&name.to_string());
+            with_text(name, |name| self.name(name));
         }
         visit::visit_expr_call(self, call);
     }

@@ -66,18 +66,18 @@ pub(super) fn growth_size(
     run: Option<usize>,
     page: usize,
 ) -> usize {
-    let round = |bytes: usize, quantum: usize| bytes.div_ceil(quantum) * quantum;
     match pool {
-        Pool::Small => round(short, round(SMALL_BUFFER, page)),
+        Pool::Small => short.next_multiple_of(SMALL_BUFFER.next_multiple_of(page)),
         Pool::Large => {
-            let quantum = round(LARGE_BUFFER, page);
-            let size = round(short, quantum);
+            let quantum = LARGE_BUFFER.next_multiple_of(page);
+            let missing = short.next_multiple_of(quantum);
             match run {
-                Some(last) => size.max(round(
-                    (last + last / 4).min(mapped / RUN_GROWTH_DIVISOR),
-                    quantum,
-                )),
-                None => size,
+                Some(last) => missing.max(
+                    (last + last / 4)
+                        .min(mapped / RUN_GROWTH_DIVISOR)
+                        .next_multiple_of(quantum),
+                ),
+                None => missing,
             }
         }
     }
@@ -129,7 +129,8 @@ impl AllocState {
                 growth_size(pool, rounded - have, a.mapped, a.growth_run, page),
             )
         };
-        let preferred = step.max(need).min(room);
+        debug_assert!(step >= need, "a growth maps at least what is missing");
+        let preferred = step.min(room);
         // The preferred size where the cap leaves room for it, else what is needed.
         let mut size = if self.check_limit(preferred).is_ok() {
             preferred
