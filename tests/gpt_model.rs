@@ -148,7 +148,7 @@ fn parse(flags: &str) -> Result<Config, String> {
 
 /// Every flag of the reference script (`bench/torch_gpt.py`, the same file as
 /// `../shared/bench/torch_gpt.py`) parses here, so that the two run with the same command
-/// line; `--bf16` parses and is then refused with a message.
+/// line.
 #[test]
 fn the_reference_scripts_flags_are_accepted() {
     let reference = include_str!("../bench/torch_gpt.py");
@@ -166,11 +166,26 @@ fn the_reference_scripts_flags_are_accepted() {
             "steps" => "--steps 20".to_owned(),
             _ => format!("--{flag} 8"),
         };
-        match parse(&line) {
-            Ok(_) => assert_ne!(flag, "bf16"),
-            Err(e) => assert!(flag == "bf16" && e.contains("not available"), "{line}: {e}"),
+        if let Err(e) = parse(&line) {
+            panic!("{line}: {e}");
         }
     }
+}
+
+/// `--bf16` means bf16 matrix products; `--matmul-precision` names any of PyTorch's three.
+#[test]
+fn bf16_and_matmul_precision_choose_the_products_precision() {
+    use gpuscope::MatmulPrecision::{High, Highest, Medium};
+    let precision = |flags: &str| {
+        let argv = std::iter::once("gpt").chain(flags.split_whitespace());
+        cli::matmul_precision(&cli::Args::try_parse_from(argv).unwrap())
+    };
+    assert_eq!(precision(""), Ok(Highest));
+    assert_eq!(precision("--bf16"), Ok(Medium));
+    assert_eq!(precision("--bf16 --matmul-precision medium"), Ok(Medium));
+    assert_eq!(precision("--matmul-precision high"), Ok(High));
+    assert_eq!(precision("--matmul-precision HIGHEST"), Ok(Highest));
+    assert!(precision("--bf16 --matmul-precision highest").is_err());
 }
 
 #[test]
@@ -195,7 +210,12 @@ fn flags_out_of_range_are_errors_that_name_the_flag() {
     assert!(parse("--lr=-1").unwrap_err().contains("--lr"));
     assert!(parse("--lr nan").unwrap_err().contains("--lr"));
     assert!(parse("--vocab 70000").unwrap_err().contains("u16"));
-    assert!(parse("--bf16").unwrap_err().contains("--bf16"));
+    assert!(
+        parse("--bf16 --matmul-precision high")
+            .unwrap_err()
+            .contains("--bf16 runs matrix products at --matmul-precision medium")
+    );
+    assert!(parse("--matmul-precision tf32").is_err()); // clap: names the three
     assert!(parse("--batch -3").is_err()); // clap: not a number of sequences
     assert!(parse("--device tpu").is_err());
 }

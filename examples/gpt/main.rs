@@ -185,6 +185,15 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     if args.compile {
         eprintln!("--compile: this example has no compiler; the step runs eagerly");
     }
+    let precision = cli::matmul_precision(args)?;
+    gpuscope::set_float32_matmul_precision(precision);
+    if args.bf16 {
+        eprintln!(
+            "--bf16: this example has no bf16 autocast; f32 matrix products run on tensor cores at matmul precision medium (TF32 on CUDA, as PyTorch), and activations, gradients and optimizer state stay f32"
+        );
+    } else if precision != gpuscope::MatmulPrecision::Highest {
+        eprintln!("matmul precision: {precision}");
+    }
     if let Some(mib) = args.memory_limit_mib {
         dev.allocator().set_memory_limit(Some(mib << 20));
         eprintln!("memory cap: {}", format_bytes(mib << 20));
@@ -363,11 +372,12 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         peak_reserved as f64 / peak_allocated.max(1) as f64
     );
     println!(
-        "{{\"impl\": \"gpuscope {} eager\", \"gpus\": {}, \"params_identical\": {}, \"params\": {}, \"bf16\": false, \"sdpa\": {}, \"checkpoint\": {}, \"layers\": {}, \"heads\": {}, \"embd\": {}, \"block\": {}, \"vocab\": {}, \"batch_per_gpu\": {batch}, \"steps\": {}, \"ms_per_step\": {:.3}, \"tokens_per_s\": {:.0}, \"peak_allocated\": {peak_allocated}, \"peak_reserved\": {peak_reserved}, \"first_loss\": {:.4}, \"last_loss\": {:.4}, \"entropy_floor\": {floor:.4}, \"data\": \"{}\", \"device\": \"{}\"}}",
+        "{{\"impl\": \"gpuscope {} eager\", \"gpus\": {}, \"params_identical\": {}, \"params\": {}, \"bf16\": false, \"matmul_precision\": \"{}\", \"sdpa\": {}, \"checkpoint\": {}, \"layers\": {}, \"heads\": {}, \"embd\": {}, \"block\": {}, \"vocab\": {}, \"batch_per_gpu\": {batch}, \"steps\": {}, \"ms_per_step\": {:.3}, \"tokens_per_s\": {:.0}, \"peak_allocated\": {peak_allocated}, \"peak_reserved\": {peak_reserved}, \"first_loss\": {:.4}, \"last_loss\": {:.4}, \"entropy_floor\": {floor:.4}, \"data\": \"{}\", \"device\": \"{}\"}}",
         env!("CARGO_PKG_VERSION"),
         me.world,
         identical.map_or("null".to_string(), |b| b.to_string()),
         model.numel(),
+        gpuscope::float32_matmul_precision(),
         args.sdpa,
         args.checkpoint,
         cfg.layers,

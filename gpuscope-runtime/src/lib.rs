@@ -7,8 +7,9 @@
 //! Where things live, from the bottom layer up (each module uses only modules listed
 //! before it; `tests/architecture.rs` checks that no import cycle appears):
 //! - leaves that import nothing else of the crate: [`dtype`] ([`DType`]), [`intern`]
-//!   (device labels, long shapes), [`trace_format`] (the allocation trace format), and
-//!   [`grad`] (grad mode, [`no_grad`]);
+//!   (device labels, long shapes), [`trace_format`] (the allocation trace format),
+//!   [`grad`] (grad mode, [`no_grad`]) and [`precision`] (how precise `f32` matrix
+//!   products must be on the GPU, as `torch.set_float32_matmul_precision`);
 //! - [`record`]: plain data: tracking records, leak reports, allocation histories,
 //!   memory snapshots;
 //! - [`backend`]: the [`Backend`](backend::Backend) trait (raw memory, streams, events,
@@ -64,6 +65,7 @@ pub mod kernels;
 pub mod memory;
 pub mod ops;
 pub mod optim;
+pub mod precision;
 /// Support for the expansions of `gpuscope-macros`, reached as `gpuscope::__private`.
 /// Not a public API: it changes without notice.
 #[doc(hidden)]
@@ -78,6 +80,7 @@ pub use device::{Device, DeviceBuffer, DeviceError};
 pub use escape::{ScopeValue, keep};
 pub use grad::{is_grad_enabled, no_grad};
 pub use optim::{AdamW, Optimizer, Sgd, fit_batch_size};
+pub use precision::{MatmulPrecision, float32_matmul_precision, set_float32_matmul_precision};
 pub use scope::{LeakPolicy, report_live};
 pub use tensor::{DType, Tensor, TensorError};
 

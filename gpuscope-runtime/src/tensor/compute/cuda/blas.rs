@@ -1,13 +1,17 @@
 //! cuBLAS calls: `sgemm`/`dgemm` for 2-D products and `sgemm_strided_batched` /
-//! `dgemm_strided_batched` for batched ones, on the stream of the tensor they write.
+//! `dgemm_strided_batched` for batched ones, on the stream of the tensor they write;
+//! `f32` products under a [`MatmulPrecision`] below `Highest` go through `cublasGemmEx`
+//! / `cublasGemmStridedBatchedEx` with the matching fast compute type.
 
+use std::ffi::c_void;
 use std::os::raw::c_int;
 
-use cudarc::cublas::sys::cublasOperation_t;
+use cudarc::cublas::sys::{cublasComputeType_t, cublasGemmAlgo_t, cublasOperation_t, cudaDataType};
 
 use crate::backend::BackendError;
 use crate::backend::cuda::CudaBackend;
 use crate::kernels::blas_for;
+use crate::precision::{MatmulPrecision, float32_matmul_precision};
 
 use super::super::matmul::BlasOperand;
 use super::{DType, Tensor, TensorError, ptr};
@@ -52,6 +56,20 @@ fn zero_empty_sum(c: &Tensor) -> Result<(), TensorError> {
     Ok(())
 }
 
+/// The cuBLAS compute type of an `f32` product under the process's matmul precision, or
+/// `None` for full precision (plain `sgemm`).
+fn fast_f32_compute() -> Option<cublasComputeType_t> {
+    match float32_matmul_precision() {
+        MatmulPrecision::Highest => None,
+        // Medium as High, as PyTorch on CUDA: cuBLAS's bf16 products read bf16 matrices
+        // (CUBLAS_COMPUTE_32F_FAST_16BF on f32 matrices gave products no less precise
+        // than TF32's on the H100).
+        MatmulPrecision::High | MatmulPrecision::Medium => {
+            Some(cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32)
+        }
+    }
+}
+
 fn gemm_dim(v: usize) -> Result<c_int, TensorError> {
     c_int::try_from(v).map_err(|_| {
         TensorError::Unsupported(format!(
@@ -94,8 +112,33 @@ pub(crate) fn matmul(
     // their leading dimensions, every element inside the tensor) and C m×n of the dtype
     // matched below; the handle's stream is `c`'s.
     unsafe {
-        match c.dtype() {
-            DType::F32 => {
+        match (c.dtype(), fast_f32_compute()) {
+            (DType::F32, Some(compute)) => {
+                let (alpha, beta) = (1.0f32, 0.0f32);
+                cudarc::cublas::result::gemm_ex(
+                    handle,
+                    op(tb),
+                    op(ta),
+                    nn,
+                    mm,
+                    kk,
+                    &alpha as *const f32 as *const c_void,
+                    ptr(&b.tensor) as *const c_void,
+                    cudaDataType::CUDA_R_32F,
+                    ldb,
+                    ptr(&a.tensor) as *const c_void,
+                    cudaDataType::CUDA_R_32F,
+                    lda,
+                    &beta as *const f32 as *const c_void,
+                    ptr(c) as *mut c_void,
+                    cudaDataType::CUDA_R_32F,
+                    nn,
+                    compute,
+                    cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+                .map_err(fail)?
+            }
+            (DType::F32, None) => {
                 let (alpha, beta) = (1.0f32, 0.0f32);
                 cudarc::cublas::result::sgemm(
                     handle,
@@ -115,7 +158,7 @@ pub(crate) fn matmul(
                 )
                 .map_err(fail)?
             }
-            DType::F64 => {
+            (DType::F64, _) => {
                 let (alpha, beta) = (1.0f64, 0.0f64);
                 cudarc::cublas::result::dgemm(
                     handle,
@@ -135,7 +178,7 @@ pub(crate) fn matmul(
                 )
                 .map_err(fail)?
             }
-            other => {
+            (other, _) => {
                 return Err(TensorError::Unsupported(format!(
                     "cuBLAS matmul takes f32 or f64, not {other}"
                 )));
@@ -176,8 +219,37 @@ pub(crate) fn bmm(
     // SAFETY: each tensor holds `batch` contiguous matrices of the sizes above (checked
     // by the caller), of the dtype matched below; the handle's stream is `c`'s.
     unsafe {
-        match c.dtype() {
-            DType::F32 => {
+        match (c.dtype(), fast_f32_compute()) {
+            (DType::F32, Some(compute)) => {
+                let (alpha, beta) = (alpha as f32, 0.0f32);
+                cudarc::cublas::result::gemm_strided_batched_ex(
+                    handle,
+                    op(tb),
+                    op(ta),
+                    nn,
+                    mm,
+                    kk,
+                    &alpha as *const f32 as *const c_void,
+                    ptr(b) as *const c_void,
+                    cudaDataType::CUDA_R_32F,
+                    ldb,
+                    sb,
+                    ptr(a) as *const c_void,
+                    cudaDataType::CUDA_R_32F,
+                    lda,
+                    sa,
+                    &beta as *const f32 as *const c_void,
+                    ptr(c) as *mut c_void,
+                    cudaDataType::CUDA_R_32F,
+                    nn,
+                    sc,
+                    count,
+                    compute,
+                    cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+                .map_err(fail)?
+            }
+            (DType::F32, None) => {
                 let (alpha, beta) = (alpha as f32, 0.0f32);
                 cudarc::cublas::result::sgemm_strided_batched(
                     handle,
@@ -201,7 +273,7 @@ pub(crate) fn bmm(
                 )
                 .map_err(fail)?
             }
-            DType::F64 => {
+            (DType::F64, _) => {
                 let beta = 0.0f64;
                 cudarc::cublas::result::dgemm_strided_batched(
                     handle,
@@ -225,7 +297,7 @@ pub(crate) fn bmm(
                 )
                 .map_err(fail)?
             }
-            other => {
+            (other, _) => {
                 return Err(TensorError::Unsupported(format!(
                     "cuBLAS batched matmul takes f32 or f64, not {other}"
                 )));
