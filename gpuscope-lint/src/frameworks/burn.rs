@@ -29,6 +29,7 @@ pub(crate) const TABLE: Framework = Framework {
     backward_and_step: &[],
     steps: &["step"],
     to_host: &["into_scalar", "into_data", "to_data", "into_scalar_async"],
+    device_reads: &["into_scalar", "into_data", "to_data"],
     detach: &["detach", "inner"],
     no_grad_guards: &[],
     no_grad_closures: &[],

@@ -29,6 +29,7 @@ pub(crate) const TABLE: Framework = Framework {
         "dims",
         "rank",
     ],
+    device_reads: &["to_scalar", "to_vec0", "to_vec1", "to_vec2", "to_vec3"],
     detach: &["detach"],
     no_grad_guards: &[],
     no_grad_closures: &[],

@@ -42,6 +42,7 @@ pub(crate) const TABLE: Framework = Framework {
     backward_and_step: &[],
     steps: &[],
     to_host: &["read_one", "read_one_tensor", "read"],
+    device_reads: &["read_one", "read_one_tensor"],
     detach: &[],
     no_grad_guards: &[],
     no_grad_closures: &[],

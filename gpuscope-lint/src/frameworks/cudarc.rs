@@ -20,6 +20,7 @@ pub(crate) const TABLE: Framework = Framework {
     backward_and_step: &[],
     steps: &[],
     to_host: &["dtoh_sync_copy", "memcpy_dtov", "clone_dtoh", "as_host_vec"],
+    device_reads: &["dtoh_sync_copy", "memcpy_dtov", "clone_dtoh"],
     detach: &[],
     no_grad_guards: &[],
     no_grad_closures: &[],

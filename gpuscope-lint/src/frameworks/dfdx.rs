@@ -14,6 +14,7 @@ pub(crate) const TABLE: Framework = Framework {
     backward_and_step: &[],
     steps: &["update"],
     to_host: &["array", "as_vec"],
+    device_reads: &["array", "as_vec"],
     detach: &["retaped"],
     no_grad_guards: &[],
     no_grad_closures: &[],

@@ -58,6 +58,10 @@ pub(crate) struct Framework {
     pub(crate) steps: &'static [&'static str],
     /// Methods whose result is a host value: no device memory, no graph (`item`, `to_vec1`).
     pub(crate) to_host: &'static [&'static str],
+    /// Methods that copy device values to the host and so wait for the device to finish
+    /// the work queued before them (`item`, `to_scalar`, `double_value`); metadata reads
+    /// (`dims`, `numel`) are not among them.
+    pub(crate) device_reads: &'static [&'static str],
     /// Methods whose result is a tensor cut from the graph (`detach`).
     pub(crate) detach: &'static [&'static str],
     /// Calls that return a guard turning gradients off until it drops, as the last path
@@ -193,6 +197,12 @@ impl Used {
         ALL.iter().any(|f| f.to_host.contains(&name))
     }
 
+    /// Whether method `name` copies device values to the host and waits, in a table that
+    /// applies.
+    pub(crate) fn is_device_read(&self, name: &str) -> bool {
+        self.tables().any(|f| f.device_reads.contains(&name))
+    }
+
     /// Whether method `name` detaches its receiver from the graph, in any table.
     pub(crate) fn is_detach(&self, name: &str) -> bool {
         ALL.iter().any(|f| f.detach.contains(&name))
@@ -306,6 +316,7 @@ mod tests {
                 framework.backward_and_step,
                 framework.steps,
                 framework.to_host,
+                framework.device_reads,
                 framework.detach,
                 framework.no_grad_closures,
             ] {

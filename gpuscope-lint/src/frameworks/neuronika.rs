@@ -14,6 +14,7 @@ pub(crate) const TABLE: Framework = Framework {
     backward_and_step: &[],
     steps: &["step"],
     to_host: &[],
+    device_reads: &[],
     detach: &[],
     no_grad_guards: &[],
     no_grad_closures: &[],

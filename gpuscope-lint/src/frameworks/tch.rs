@@ -28,6 +28,12 @@ pub(crate) const TABLE: Framework = Framework {
         "size",
         "dim",
     ],
+    device_reads: &[
+        "double_value",
+        "int64_value",
+        "f_double_value",
+        "f_int64_value",
+    ],
     detach: &["detach", "detach_"],
     no_grad_guards: &[&["no_grad_guard"], &["NoGradGuard", "new"]],
     no_grad_closures: &["no_grad"],

@@ -21,6 +21,7 @@ pub(crate) const TABLE: Framework = Framework {
     backward_and_step: &[],
     steps: &[],
     to_host: &["to_scalar", "as_slice", "to_array_view"],
+    device_reads: &[],
     detach: &[],
     no_grad_guards: &[],
     no_grad_closures: &[],

@@ -1,16 +1,19 @@
-//! `item_in_hot_loop` (allow): `.item()` inside an inner loop.
+//! `item_in_hot_loop` (allow): a read of device values to the host (`.item()`,
+//! candle's `to_scalar`, burn's `into_scalar`, tch's `double_value`, ...) inside an inner
+//! loop.
 
 use syn::Expr;
 
 use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
+use crate::infer::Kind;
 use crate::syntax::show;
 use crate::{Level, Rule};
 
 pub(crate) const RULE: Rule = Rule {
     name: "item_in_hot_loop",
     default: Level::Allow,
-    summary: "`.item()` in an inner loop synchronizes with the device on every iteration",
+    summary: "`.item()` or another read to the host in an inner loop synchronizes with the device on every iteration",
     docs: DOCS,
 };
 
@@ -19,8 +22,13 @@ const DOCS: &str = r#"## `item_in_hot_loop`
 Default level: **allow** (it costs time, not memory).
 
 ### What it does
-Finds `.item()` (without arguments) inside an inner loop: a loop nested in another loop,
-including `.for_each(|..| ..)` bodies.
+Finds reads of device values to the host inside an inner loop (a loop nested in another
+loop, including `.for_each(|..| ..)` bodies): `.item()` (gpuscope, tch), `to_vec::<T>()`
+and `to_f64_vec()` (gpuscope), `to_scalar`, `to_vec0` to `to_vec3` (candle),
+`into_scalar`, `into_data`, `to_data` (burn), `double_value`, `int64_value` (tch),
+`array`, `as_vec` (dfdx), `dtoh_sync_copy`, `memcpy_dtov`, `clone_dtoh` (cudarc),
+`read_one` (CubeCL), each for the libraries the file names (all of them where it names
+none).
 
 ### Why is this bad
 Each call copies a value to the host and waits for the device to finish everything queued
@@ -51,8 +59,16 @@ fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
 ```
 
 ### Known problems
-- Other host reads (`to_vec1`, `to_scalar`, `double_value`) are not reported.
+- A training loop that logs its loss every step (`for epoch { for batch { .. loss.item() } }`)
+  is an inner loop: enable the rule where step time matters.
+- Reads written as conversions (tch's `f64::try_from(&t)`, `Vec::<f32>::try_from`) are not
+  reported; gpuscope's `to_vec` only with a turbofish (`to_vec::<f32>()`) or on a value
+  known to be a tensor, since slices have a `to_vec` too.
 "#;
+
+/// Reads whose name is also a method of ordinary types: reported only with a turbofish
+/// or on a value known to hold device memory.
+const COMMON_NAMES: &[&str] = &["to_vec", "array", "as_vec", "to_data"];
 
 /// The rule's checks.
 pub(crate) struct ItemInHotLoop;
@@ -63,21 +79,49 @@ impl Check for ItemInHotLoop {
     }
 
     fn triggers(&self) -> Option<&'static [Trigger]> {
-        // An `.item()` call.
-        Some(&[Trigger::Part("item")])
+        // Parts of every library's `device_reads` (checked by a test).
+        Some(&[
+            Trigger::Part("item"),
+            Trigger::Part("to_vec"),
+            Trigger::Part("to_f64_vec"),
+            Trigger::Part("to_scalar"),
+            Trigger::Part("into_scalar"),
+            Trigger::Part("into_data"),
+            Trigger::Part("to_data"),
+            Trigger::Part("double_value"),
+            Trigger::Part("int64_value"),
+            Trigger::Part("array"),
+            Trigger::Part("as_vec"),
+            Trigger::Part("dtoh"),
+            Trigger::Part("dtov"),
+            Trigger::Part("read_one"),
+        ])
     }
 
     fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
         let Expr::MethodCall(call) = e else { return };
-        if call.method != "item" || !call.args.is_empty() || cx.loop_depth() < 2 {
+        if cx.loop_depth() < 2 {
+            return;
+        }
+        let method = call.method.to_string();
+        if !cx.used().is_device_read(&method) || (method == "item" && !call.args.is_empty()) {
+            return;
+        }
+        let kind = cx.value(&call.receiver).kind;
+        if kind == Kind::Host
+            || (COMMON_NAMES.contains(&method.as_str())
+                && call.turbofish.is_none()
+                && kind != Kind::Device)
+        {
             return;
         }
         let value = show(&call.receiver);
+        let args = if call.args.is_empty() { "" } else { ".." };
         sink.emit(
             &RULE,
             e,
-            format!("`{value}.item()` in an inner loop copies to the host and waits for the device on every iteration"),
-            "keep the values on the device (sum `.detach()`ed tensors) and call `.item()` once after the inner loop".to_owned(),
+            format!("`{value}.{method}({args})` in an inner loop copies to the host and waits for the device on every iteration"),
+            format!("keep the values on the device (sum `.detach()`ed tensors) and call `.{method}({args})` once after the inner loop"),
             None,
         );
     }
@@ -118,5 +162,98 @@ fn f(data: &[Batch], model: &Model, map: &HashMap<u8, u8>) {
 }
 "#;
         assert_eq!(hits(RULE, src), []);
+    }
+
+    #[test]
+    fn other_libraries_reads_fire_where_the_file_uses_them() {
+        let candle = r#"
+use candle_core::Tensor;
+fn f(epochs: usize, xs: &[Tensor], rows: &[Vec<f32>]) -> candle_core::Result<f32> {
+    let mut total = 0.0;
+    for _ in 0..epochs {
+        for x in xs {
+            total += x.sum_all()?.to_scalar::<f32>()?;
+            let v = x.to_vec1::<f32>()?;
+        }
+        for r in rows {
+            let copy = r.to_vec();
+        }
+    }
+    Ok(total)
+}
+"#;
+        assert_eq!(hits(RULE, candle), [(7, 22), (8, 21)]);
+        let burn = r#"
+use burn::tensor::Tensor;
+fn f<B: Backend>(epochs: usize, xs: &[Tensor<B, 2>]) {
+    for _ in 0..epochs {
+        for x in xs {
+            log(x.clone().sum().into_scalar());
+        }
+    }
+}
+"#;
+        assert_eq!(hits(RULE, burn), [(6, 17)]);
+        let tch = r#"
+use tch::Tensor;
+fn f(epochs: usize, xs: &[Tensor]) {
+    for _ in 0..epochs {
+        xs.iter().for_each(|x| log(x.sum(tch::Kind::Float).double_value(&[])));
+    }
+}
+"#;
+        assert_eq!(hits(RULE, tch), [(5, 36)]);
+        let found = crate::testing::findings(RULE, tch);
+        assert!(
+            found[0]
+                .message
+                .starts_with("`x.sum(..).double_value(..)` in an inner loop"),
+            "{}",
+            found[0].message
+        );
+        // candle's read is not a method of tch's tensors.
+        let not_tch = tch.replace("double_value(&[])", "to_scalar::<f64>()");
+        assert_eq!(hits(RULE, &not_tch), []);
+    }
+
+    #[test]
+    fn gpuscope_to_vec_needs_a_turbofish_or_a_tensor() {
+        let src = r#"
+use gpuscope::Tensor;
+fn f(epochs: usize, xs: &[Tensor], names: &[String]) {
+    for _ in 0..epochs {
+        for x in xs {
+            let a = x.to_vec::<f32>();
+            let t = Tensor::zeros(&[2], &dev).unwrap();
+            let b: Vec<f32> = t.to_vec().unwrap();
+            let c = names.to_vec();
+        }
+    }
+}
+"#;
+        assert_eq!(hits(RULE, src), [(6, 21), (8, 31)]);
+    }
+
+    #[test]
+    fn the_triggers_cover_every_librarys_reads() {
+        use crate::check::{Check, Trigger};
+        let parts: Vec<&str> = super::ItemInHotLoop
+            .triggers()
+            .unwrap()
+            .iter()
+            .map(|t| match t {
+                Trigger::Part(p) => *p,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        for framework in crate::frameworks::ALL {
+            for read in framework.device_reads {
+                assert!(
+                    parts.iter().any(|p| read.contains(p)),
+                    "{}: `{read}` has no trigger",
+                    framework.name
+                );
+            }
+        }
     }
 }
