@@ -10,8 +10,10 @@
 #   tests       the CUDA test binaries of the transformer operations and the GPT model
 #   default     torch_gpt.py (fp32, writing its tokens) then gpt on those tokens, default size
 #   big         both at --layers 12 --embd 768 --block 512 --batch 16
-#   bf16        both with --bf16 --sdpa at both sizes (gpuscope: bf16 matrix products,
-#               f32 storage), and gpuscope with --matmul-precision high (TF32)
+#   bf16        both with --bf16 --sdpa at both sizes (gpuscope has no autocast: its
+#               products run at matmul precision medium, TF32, on f32 storage), and
+#               both at matmul precision high (TF32; torch_gpt.py run after
+#               torch.set_float32_matmul_precision("high"))
 #   checkpoint  gpt --checkpoint at both sizes
 #   ab          gpt --tracking-ab: tracking's share of the step, paired rounds
 #   timeline    gpt --timeline (a few steps, memory by kind), with and without checkpoint
@@ -53,6 +55,7 @@ if has bf16; then
   [[ -f /tmp/tokens.bin ]] || python3 "$dir/torch_gpt.py" --steps 12 --write-data /tmp/tokens.bin > /dev/null 2>&1
   python3 "$dir/torch_gpt.py" --bf16 --sdpa > "$out/torch_bf16.txt" 2>&1
   "$gpt" --device cuda --data /tmp/tokens.bin --bf16 --sdpa > "$out/gpt_bf16.txt" 2> "$out/gpt_bf16.err"
+  python3 -c 'import runpy, sys, torch; torch.set_float32_matmul_precision("high"); sys.argv = [sys.argv[1]]; runpy.run_path(sys.argv[0], run_name="__main__")' "$dir/torch_gpt.py" > "$out/torch_tf32.txt" 2>&1
   "$gpt" --device cuda --data /tmp/tokens.bin --matmul-precision high > "$out/gpt_tf32.txt" 2> "$out/gpt_tf32.err"
   python3 "$dir/torch_gpt.py" $big --bf16 --sdpa --steps 60 > "$out/torch_big_bf16.txt" 2>&1
   "$gpt" --device cuda $big --bf16 --sdpa --steps 60 > "$out/gpt_big_bf16.txt" 2> "$out/gpt_big_bf16.err"
