@@ -30,6 +30,7 @@ pub(crate) const TABLE: Framework = Framework {
     steps: &["step"],
     to_host: &["into_scalar", "into_data", "to_data", "into_scalar_async"],
     device_reads: &["into_scalar", "into_data", "to_data"],
+    conversions_read: false,
     detach: &["detach", "inner"],
     no_grad_guards: &[],
     no_grad_closures: &[],

@@ -30,6 +30,7 @@ pub(crate) const TABLE: Framework = Framework {
         "rank",
     ],
     device_reads: &["to_scalar", "to_vec0", "to_vec1", "to_vec2", "to_vec3"],
+    conversions_read: false,
     detach: &["detach"],
     no_grad_guards: &[],
     no_grad_closures: &[],

@@ -43,6 +43,7 @@ pub(crate) const TABLE: Framework = Framework {
     steps: &[],
     to_host: &["read_one", "read_one_tensor", "read"],
     device_reads: &["read_one", "read_one_tensor"],
+    conversions_read: false,
     detach: &[],
     no_grad_guards: &[],
     no_grad_closures: &[],

@@ -21,6 +21,7 @@ pub(crate) const TABLE: Framework = Framework {
     steps: &[],
     to_host: &["dtoh_sync_copy", "memcpy_dtov", "clone_dtoh", "as_host_vec"],
     device_reads: &["dtoh_sync_copy", "memcpy_dtov", "clone_dtoh"],
+    conversions_read: false,
     detach: &[],
     no_grad_guards: &[],
     no_grad_closures: &[],

@@ -15,6 +15,7 @@ pub(crate) const TABLE: Framework = Framework {
     steps: &["update"],
     to_host: &["array", "as_vec"],
     device_reads: &["array", "as_vec"],
+    conversions_read: false,
     detach: &["retaped"],
     no_grad_guards: &[],
     no_grad_closures: &[],

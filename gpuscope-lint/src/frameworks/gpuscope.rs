@@ -15,6 +15,7 @@ pub(crate) const TABLE: Framework = Framework {
     steps: &["step"],
     to_host: &["item", "to_vec", "to_f64_vec", "numel", "nbytes"],
     device_reads: &["item", "to_vec", "to_f64_vec"],
+    conversions_read: false,
     detach: &["detach"],
     no_grad_guards: &[&["GradModeGuard", "no_grad"], &["no_grad_guard"]],
     no_grad_closures: &["no_grad"],

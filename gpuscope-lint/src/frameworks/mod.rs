@@ -62,6 +62,9 @@ pub(crate) struct Framework {
     /// the work queued before them (`item`, `to_scalar`, `double_value`); metadata reads
     /// (`dims`, `numel`) are not among them.
     pub(crate) device_reads: &'static [&'static str],
+    /// Conversions of its tensors into host values read them too (tch's
+    /// `f64::try_from(&t)`, `Vec::<f32>::try_from(&t)`, `f32::from(&t)`).
+    pub(crate) conversions_read: bool,
     /// Methods whose result is a tensor cut from the graph (`detach`).
     pub(crate) detach: &'static [&'static str],
     /// Calls that return a guard turning gradients off until it drops, as the last path
@@ -201,6 +204,12 @@ impl Used {
     /// applies.
     pub(crate) fn is_device_read(&self, name: &str) -> bool {
         self.tables().any(|f| f.device_reads.contains(&name))
+    }
+
+    /// Whether converting a tensor into a number or a `Vec` (`f64::try_from(&t)`) reads it
+    /// to the host, in a table that applies.
+    pub(crate) fn conversions_read(&self) -> bool {
+        self.tables().any(|f| f.conversions_read)
     }
 
     /// Whether method `name` detaches its receiver from the graph, in any table.

@@ -15,6 +15,7 @@ pub(crate) const TABLE: Framework = Framework {
     steps: &["step"],
     to_host: &[],
     device_reads: &[],
+    conversions_read: false,
     detach: &[],
     no_grad_guards: &[],
     no_grad_closures: &[],

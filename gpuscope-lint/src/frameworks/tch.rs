@@ -34,6 +34,7 @@ pub(crate) const TABLE: Framework = Framework {
         "f_double_value",
         "f_int64_value",
     ],
+    conversions_read: true,
     detach: &["detach", "detach_"],
     no_grad_guards: &[&["no_grad_guard"], &["NoGradGuard", "new"]],
     no_grad_closures: &["no_grad"],

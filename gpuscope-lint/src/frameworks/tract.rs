@@ -22,6 +22,7 @@ pub(crate) const TABLE: Framework = Framework {
     steps: &[],
     to_host: &["to_scalar", "as_slice", "to_array_view"],
     device_reads: &[],
+    conversions_read: false,
     detach: &[],
     no_grad_guards: &[],
     no_grad_closures: &[],

@@ -27,8 +27,9 @@ loop, including `.for_each(|..| ..)` bodies): `.item()` (gpuscope, tch), `to_vec
 and `to_f64_vec()` (gpuscope), `to_scalar`, `to_vec0` to `to_vec3` (candle),
 `into_scalar`, `into_data`, `to_data` (burn), `double_value`, `int64_value` (tch),
 `array`, `as_vec` (dfdx), `dtoh_sync_copy`, `memcpy_dtov`, `clone_dtoh` (cudarc),
-`read_one` (CubeCL), each for the libraries the file names (all of them where it names
-none).
+`read_one` (CubeCL), and tch's conversions of a tensor into a number or a `Vec`
+(`f64::try_from(&t)`, `Vec::<f32>::try_from(&t)`, `f32::from(&t)`), each for the libraries
+the file names (all of them where it names none).
 
 ### Why is this bad
 Each call copies a value to the host and waits for the device to finish everything queued
@@ -61,8 +62,8 @@ fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
 ### Known problems
 - A training loop that logs its loss every step (`for epoch { for batch { .. loss.item() } }`)
   is an inner loop: enable the rule where step time matters.
-- Reads written as conversions (tch's `f64::try_from(&t)`, `Vec::<f32>::try_from`) are not
-  reported; gpuscope's `to_vec` only with a turbofish (`to_vec::<f32>()`) or on a value
+- A conversion is reported only when its argument is known to be a tensor (a parameter,
+  `let` or field of a tensor type, or a tensor op's result); gpuscope's `to_vec` only with a turbofish (`to_vec::<f32>()`) or on a value
   known to be a tensor, since slices have a `to_vec` too.
 "#;
 
@@ -95,14 +96,18 @@ impl Check for ItemInHotLoop {
             Trigger::Part("dtoh"),
             Trigger::Part("dtov"),
             Trigger::Part("read_one"),
+            Trigger::Part("from"),
         ])
     }
 
     fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
-        let Expr::MethodCall(call) = e else { return };
         if cx.loop_depth() < 2 {
             return;
         }
+        if let Expr::Call(call) = e {
+            return conversion(call, e, cx, sink);
+        }
+        let Expr::MethodCall(call) = e else { return };
         let method = call.method.to_string();
         if !cx.used().is_device_read(&method) || (method == "item" && !call.args.is_empty()) {
             return;
@@ -124,6 +129,49 @@ impl Check for ItemInHotLoop {
             format!("keep the values on the device (sum `.detach()`ed tensors) and call `.{method}({args})` once after the inner loop"),
             None,
         );
+    }
+}
+
+/// Host types a tensor converts into (tch's `TryFrom<&Tensor>` and `From<&Tensor>`).
+const HOST_TARGETS: &[&str] = &["f64", "f32", "i64", "i32", "i16", "i8", "u8", "bool", "Vec"];
+
+/// `f64::try_from(&t)`, `Vec::<f32>::try_from(t)`, `f32::from(&t)` on a tensor.
+fn conversion(call: &syn::ExprCall, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
+    let Expr::Path(func) = &*call.func else {
+        return;
+    };
+    let segments = &func.path.segments;
+    let n = segments.len();
+    if n < 2 || call.args.len() != 1 || !cx.used().conversions_read() {
+        return;
+    }
+    let (target, conv) = (&segments[n - 2].ident, &segments[n - 1].ident);
+    if !(conv == "try_from" || conv == "from") || !HOST_TARGETS.iter().any(|t| target == t) {
+        return;
+    }
+    let mut arg = &call.args[0];
+    while let Expr::Reference(r) = arg {
+        arg = &r.expr;
+    }
+    if cx.value(arg).kind != Kind::Device {
+        return;
+    }
+    let shown = format!("{}::{conv}({})", show_type(segments), show(arg));
+    sink.emit(
+        &RULE,
+        e,
+        format!("`{shown}` in an inner loop copies to the host and waits for the device on every iteration"),
+        "keep the values on the device (sum `.detach()`ed tensors) and convert once after the inner loop".to_owned(),
+        None,
+    );
+}
+
+/// The type of a conversion's path, `f64` or `Vec::<f32>`.
+fn show_type(segments: &syn::punctuated::Punctuated<syn::PathSegment, syn::Token![::]>) -> String {
+    let target = &segments[segments.len() - 2];
+    match &target.arguments {
+        syn::PathArguments::None => target.ident.to_string(),
+        _ => format!("{}::<..>", target.ident),
     }
 }
 
@@ -210,6 +258,37 @@ fn f(epochs: usize, xs: &[Tensor]) {
                 .starts_with("`x.sum(..).double_value(..)` in an inner loop"),
             "{}",
             found[0].message
+        );
+        let conversions = r#"
+use tch::Tensor;
+fn f(epochs: usize, xs: &[Tensor], ns: &[i32]) {
+    for _ in 0..epochs {
+        for x in xs {
+            let a = f64::try_from(&x.sum(tch::Kind::Float)).unwrap();
+            let v = Vec::<f32>::try_from(x).unwrap();
+        }
+        for n in ns {
+            let b = f64::from(*n);
+        }
+    }
+}
+"#;
+        assert_eq!(hits(RULE, conversions), [(6, 21), (7, 21)]);
+        let found = crate::testing::findings(RULE, conversions);
+        assert!(
+            found[1].message.starts_with("`Vec::<..>::try_from(x)`"),
+            "{}",
+            found[1].message
+        );
+        // Only tch converts tensors that way.
+        assert_eq!(
+            hits(
+                RULE,
+                &conversions
+                    .replace("use tch::Tensor;", "use candle_core::Tensor;")
+                    .replace("tch::Kind::Float", "0")
+            ),
+            []
         );
         // candle's read is not a method of tch's tensors.
         let not_tch = tch.replace("double_value(&[])", "to_scalar::<f64>()");

@@ -1,7 +1,8 @@
 // Reads to the host in inner loops, as the corpus has them at `item_in_hot_loop = "warn"`
 // (2026-11-26): pairwise similarities read one `to_scalar` at a time (candle's bert and
 // t5 examples), a training loop that reads its loss every batch with `into_scalar`
-// (burn's examples), a rollout that reads each action with `int64_value` (RL on tch).
+// (burn's examples), a rollout that reads each action with `int64_value` and a loop
+// converting each loss with `f64::try_from` (RL and examples on tch).
 // Not reported: a slice's `to_vec` in an inner loop, a read after the inner loop, and a
 // read in a single loop.
 
@@ -56,4 +57,14 @@ pub fn rollout(steps: usize, envs: &mut [Env], policy: &tch::CModule) {
             env.step(action.int64_value(&[0]));
         }
     }
+}
+
+pub fn mean_loss(epochs: usize, losses: &[tch::Tensor]) -> f64 {
+    let mut sum = 0.0;
+    for _ in 0..epochs {
+        for loss in losses {
+            sum += f64::try_from(loss).unwrap();
+        }
+    }
+    sum
 }
