@@ -69,15 +69,23 @@ impl<'e> Trains<'e> {
     /// Notes an optimizer step (`opt.step()`, `opt.backward_step(&loss)`): whether it is
     /// taken through the loop's element (`x.opt.step()`, `x.optimizer_mut().backward_step(&l)`,
     /// `x.backward_step(&l)` with `x` bound by the loop's pattern) or not.
+    /// burn's `optim.step(lr, module, grads)` is taken through the element when its module
+    /// is (`agent.optim.step(lr, agent.model.clone(), grads)`, `optim.step(lr, model, g)`
+    /// with `model` bound by the loop's pattern).
     fn step(&mut self, call: &syn::ExprMethodCall, method: &str) {
+        let burn_step = method == "step" && call.args.len() == 3;
         let step = (method == "step" && call.args.is_empty())
+            || burn_step
             || (method.starts_with("backward_step") && !call.args.is_empty());
         if !step {
             return;
         }
-        let bare = ident_of(&call.receiver).is_some();
-        let through_element = ident_of(chain_root(&call.receiver))
-            .is_some_and(|root| self.element.contains(&root.to_string()));
+        let bare = ident_of(&call.receiver).is_some() && !burn_step;
+        let of_element = |e: &Expr| {
+            ident_of(chain_root(e)).is_some_and(|root| self.element.contains(&root.to_string()))
+        };
+        let through_element =
+            of_element(&call.receiver) || (burn_step && of_element(&call.args[1]));
         // `x.step()` on the element itself may be a recurrent cell's step, not an optimizer's.
         if through_element && !(bare && method == "step") {
             self.element_step = true;

@@ -440,6 +440,36 @@ fn evaluate(model: &Model, data: &[Batch]) -> usize {
     }
 
     #[test]
+    fn burn_steps_through_the_element_s_module_run_once_per_model() {
+        let src = r#"
+use burn::optim::{GradientsParams, Optimizer};
+use burn::tensor::{Tensor, backend::AutodiffBackend};
+fn update_agents<B: AutodiffBackend>(agents: &mut [Agent<B>], x: &Tensor<B, 2>, lr: f64) -> Vec<Tensor<B, 1>> {
+    let mut losses = Vec::new();
+    for agent in agents.iter_mut() {
+        let loss = agent.model.forward(x.clone()).mean();
+        let grads = GradientsParams::from_grads(loss.backward(), &agent.model);
+        agent.model = agent.optim.step(lr, agent.model.clone(), grads);
+        losses.push(loss);
+    }
+    losses
+}
+fn train<B: AutodiffBackend>(mut model: Model<B>, optim: &mut Adam<B>, data: &[Tensor<B, 2>], lr: f64) -> Vec<Tensor<B, 1>> {
+    let mut history = Vec::new();
+    for x in data {
+        let loss = model.forward(x.clone()).mean();
+        let grads = GradientsParams::from_grads(loss.backward(), &model);
+        model = optim.step(lr, model, grads);
+        history.push(loss);
+    }
+    history
+}
+"#;
+        // Each agent's own model steps once; the batches of one model pile up their graphs.
+        assert_eq!(hits(RULE, src), [(20, 9)]);
+    }
+
+    #[test]
     fn a_loop_stepping_each_elements_own_optimizer_runs_once_per_model() {
         let src = r#"
 use candle_core::Tensor;
