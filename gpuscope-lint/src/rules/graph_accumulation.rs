@@ -34,7 +34,8 @@ over the tokens of one sequence in an inner loop without `backward`, and then
 differentiated or returned, is one graph per step as intended, and does not fire; nor does
 an accumulator of host data (`let mut total = 0.0;`, `Vec<f32>`) or code under `no_grad`.
 A loop over models whose optimizer steps all go through its element (`for critic in &mut
-critics { ..; critic.opt.backward_step(&loss)?; losses.push(loss); }`) runs once per model,
+critics { ..; critic.opt.backward_step(&loss)?; losses.push(loss); }`, or burn's
+`agent.model = agent.optim.step(lr, agent.model.clone(), grads)`) runs once per model,
 not once per batch: it is not a training loop here, and one loss per model, returned or
 passed on, does not fire (kept across an outer loop over batches, they do).
 
