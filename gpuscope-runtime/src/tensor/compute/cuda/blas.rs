@@ -1,7 +1,7 @@
-//! cuBLAS calls: `sgemm`/`dgemm` for 2-D products and `sgemm_strided_batched` /
-//! `dgemm_strided_batched` for batched ones, on the stream of the tensor they write;
-//! `f32` products under a [`MatmulPrecision`] below `Highest` go through `cublasGemmEx`
-//! / `cublasGemmStridedBatchedEx` with the matching fast compute type.
+//! cuBLAS calls on the stream of the tensor they write: `cublasGemmEx` for 2-D products
+//! and `cublasGemmStridedBatchedEx` for batched ones, `f32` or `f64`; `f32` products
+//! compute as the process's [`MatmulPrecision`] allows (`CUBLAS_COMPUTE_32F`, what
+//! `sgemm` computes, or the TF32 tensor-core type).
 
 use std::ffi::c_void;
 use std::os::raw::c_int;
@@ -56,17 +56,60 @@ fn zero_empty_sum(c: &Tensor) -> Result<(), TensorError> {
     Ok(())
 }
 
-/// The cuBLAS compute type of an `f32` product under the process's matmul precision, or
-/// `None` for full precision (plain `sgemm`).
-fn fast_f32_compute() -> Option<cublasComputeType_t> {
-    match float32_matmul_precision() {
-        MatmulPrecision::Highest => None,
-        // Medium as High, as PyTorch on CUDA: cuBLAS's bf16 products read bf16 matrices
-        // (CUBLAS_COMPUTE_32F_FAST_16BF on f32 matrices gave products no less precise
-        // than TF32's on the H100).
-        MatmulPrecision::High | MatmulPrecision::Medium => {
-            Some(cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32)
+/// `alpha` and `beta` (0) in the product's own scalar type, as cuBLAS reads them.
+enum Scalars {
+    F32([f32; 2]),
+    F64([f64; 2]),
+}
+
+impl Scalars {
+    fn alpha(&self) -> *const c_void {
+        match self {
+            Scalars::F32(s) => &s[0] as *const f32 as *const c_void,
+            Scalars::F64(s) => &s[0] as *const f64 as *const c_void,
         }
+    }
+
+    fn beta(&self) -> *const c_void {
+        match self {
+            Scalars::F32(s) => &s[1] as *const f32 as *const c_void,
+            Scalars::F64(s) => &s[1] as *const f64 as *const c_void,
+        }
+    }
+}
+
+/// The cuBLAS data type, compute type and scalars of a product writing `dtype`: `f64`
+/// at full precision, `f32` as the process's matmul precision allows (medium as high,
+/// as PyTorch on CUDA: cuBLAS's bf16 products read bf16 matrices, and
+/// `CUBLAS_COMPUTE_32F_FAST_16BF` on `f32` matrices gave products no less precise than
+/// TF32's on the H100).
+fn gemm_types(
+    dtype: DType,
+    alpha: f64,
+    what: &str,
+) -> Result<(cudaDataType, cublasComputeType_t, Scalars), TensorError> {
+    match dtype {
+        DType::F32 => {
+            let compute = match float32_matmul_precision() {
+                MatmulPrecision::Highest => cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                MatmulPrecision::High | MatmulPrecision::Medium => {
+                    cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
+                }
+            };
+            Ok((
+                cudaDataType::CUDA_R_32F,
+                compute,
+                Scalars::F32([alpha as f32, 0.0]),
+            ))
+        }
+        DType::F64 => Ok((
+            cudaDataType::CUDA_R_64F,
+            cublasComputeType_t::CUBLAS_COMPUTE_64F,
+            Scalars::F64([alpha, 0.0]),
+        )),
+        other => Err(TensorError::Unsupported(format!(
+            "{what} takes f32 or f64, not {other}"
+        ))),
     }
 }
 
@@ -102,88 +145,40 @@ pub(crate) fn matmul(
     let (lda, ldb) = (gemm_dim(a.ld)?, gemm_dim(b.ld)?);
     let handle = *blas.handle();
     let fail = |e: cudarc::cublas::result::CublasError| BackendError::Driver {
-        call: "cublasGemm",
+        call: "cublasGemmEx",
         message: format!(
             "{e:?} (m={m}, k={k}, n={n}, transposed: {ta}, {tb}, ld: {}, {})",
             a.ld, b.ld
         ),
     };
+    let (ty, compute, scalars) = gemm_types(c.dtype(), 1.0, "cuBLAS matmul")?;
     // SAFETY: the pointers are live tensors holding op(A) m×k, op(B) k×n (row-major with
-    // their leading dimensions, every element inside the tensor) and C m×n of the dtype
-    // matched below; the handle's stream is `c`'s.
+    // their leading dimensions, every element inside the tensor) and C m×n, all of
+    // `c`'s dtype (checked by the caller), which `ty` and `scalars` match; the handle's
+    // stream is `c`'s.
     unsafe {
-        match (c.dtype(), fast_f32_compute()) {
-            (DType::F32, Some(compute)) => {
-                let (alpha, beta) = (1.0f32, 0.0f32);
-                cudarc::cublas::result::gemm_ex(
-                    handle,
-                    op(tb),
-                    op(ta),
-                    nn,
-                    mm,
-                    kk,
-                    &alpha as *const f32 as *const c_void,
-                    ptr(&b.tensor) as *const c_void,
-                    cudaDataType::CUDA_R_32F,
-                    ldb,
-                    ptr(&a.tensor) as *const c_void,
-                    cudaDataType::CUDA_R_32F,
-                    lda,
-                    &beta as *const f32 as *const c_void,
-                    ptr(c) as *mut c_void,
-                    cudaDataType::CUDA_R_32F,
-                    nn,
-                    compute,
-                    cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                )
-                .map_err(fail)?
-            }
-            (DType::F32, None) => {
-                let (alpha, beta) = (1.0f32, 0.0f32);
-                cudarc::cublas::result::sgemm(
-                    handle,
-                    op(tb),
-                    op(ta),
-                    nn,
-                    mm,
-                    kk,
-                    &alpha,
-                    ptr(&b.tensor) as *const f32,
-                    ldb,
-                    ptr(&a.tensor) as *const f32,
-                    lda,
-                    &beta,
-                    ptr(c) as *mut f32,
-                    nn,
-                )
-                .map_err(fail)?
-            }
-            (DType::F64, _) => {
-                let (alpha, beta) = (1.0f64, 0.0f64);
-                cudarc::cublas::result::dgemm(
-                    handle,
-                    op(tb),
-                    op(ta),
-                    nn,
-                    mm,
-                    kk,
-                    &alpha,
-                    ptr(&b.tensor) as *const f64,
-                    ldb,
-                    ptr(&a.tensor) as *const f64,
-                    lda,
-                    &beta,
-                    ptr(c) as *mut f64,
-                    nn,
-                )
-                .map_err(fail)?
-            }
-            (other, _) => {
-                return Err(TensorError::Unsupported(format!(
-                    "cuBLAS matmul takes f32 or f64, not {other}"
-                )));
-            }
-        }
+        cudarc::cublas::result::gemm_ex(
+            handle,
+            op(tb),
+            op(ta),
+            nn,
+            mm,
+            kk,
+            scalars.alpha(),
+            ptr(&b.tensor) as *const c_void,
+            ty,
+            ldb,
+            ptr(&a.tensor) as *const c_void,
+            ty,
+            lda,
+            scalars.beta(),
+            ptr(c) as *mut c_void,
+            ty,
+            nn,
+            compute,
+            cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+        )
+        .map_err(fail)?
     }
     Ok(())
 }
@@ -213,96 +208,40 @@ pub(crate) fn bmm(
     let (sa, sb, sc) = ((m * k) as i64, (k * n) as i64, (m * n) as i64);
     let handle = *blas.handle();
     let fail = |e: cudarc::cublas::result::CublasError| BackendError::Driver {
-        call: "cublasGemmStridedBatched",
+        call: "cublasGemmStridedBatchedEx",
         message: format!("{e:?} (batch={batch}, m={m}, k={k}, n={n}, transposed: {ta}, {tb})"),
     };
-    // SAFETY: each tensor holds `batch` contiguous matrices of the sizes above (checked
-    // by the caller), of the dtype matched below; the handle's stream is `c`'s.
+    let (ty, compute, scalars) = gemm_types(c.dtype(), alpha, "cuBLAS batched matmul")?;
+    // SAFETY: each tensor holds `batch` contiguous matrices of the sizes above, all of
+    // `c`'s dtype (checked by the caller), which `ty` and `scalars` match; the handle's
+    // stream is `c`'s.
     unsafe {
-        match (c.dtype(), fast_f32_compute()) {
-            (DType::F32, Some(compute)) => {
-                let (alpha, beta) = (alpha as f32, 0.0f32);
-                cudarc::cublas::result::gemm_strided_batched_ex(
-                    handle,
-                    op(tb),
-                    op(ta),
-                    nn,
-                    mm,
-                    kk,
-                    &alpha as *const f32 as *const c_void,
-                    ptr(b) as *const c_void,
-                    cudaDataType::CUDA_R_32F,
-                    ldb,
-                    sb,
-                    ptr(a) as *const c_void,
-                    cudaDataType::CUDA_R_32F,
-                    lda,
-                    sa,
-                    &beta as *const f32 as *const c_void,
-                    ptr(c) as *mut c_void,
-                    cudaDataType::CUDA_R_32F,
-                    nn,
-                    sc,
-                    count,
-                    compute,
-                    cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                )
-                .map_err(fail)?
-            }
-            (DType::F32, None) => {
-                let (alpha, beta) = (alpha as f32, 0.0f32);
-                cudarc::cublas::result::sgemm_strided_batched(
-                    handle,
-                    op(tb),
-                    op(ta),
-                    nn,
-                    mm,
-                    kk,
-                    &alpha,
-                    ptr(b) as *const f32,
-                    ldb,
-                    sb,
-                    ptr(a) as *const f32,
-                    lda,
-                    sa,
-                    &beta,
-                    ptr(c) as *mut f32,
-                    nn,
-                    sc,
-                    count,
-                )
-                .map_err(fail)?
-            }
-            (DType::F64, _) => {
-                let beta = 0.0f64;
-                cudarc::cublas::result::dgemm_strided_batched(
-                    handle,
-                    op(tb),
-                    op(ta),
-                    nn,
-                    mm,
-                    kk,
-                    &alpha,
-                    ptr(b) as *const f64,
-                    ldb,
-                    sb,
-                    ptr(a) as *const f64,
-                    lda,
-                    sa,
-                    &beta,
-                    ptr(c) as *mut f64,
-                    nn,
-                    sc,
-                    count,
-                )
-                .map_err(fail)?
-            }
-            (other, _) => {
-                return Err(TensorError::Unsupported(format!(
-                    "cuBLAS batched matmul takes f32 or f64, not {other}"
-                )));
-            }
-        }
+        cudarc::cublas::result::gemm_strided_batched_ex(
+            handle,
+            op(tb),
+            op(ta),
+            nn,
+            mm,
+            kk,
+            scalars.alpha(),
+            ptr(b) as *const c_void,
+            ty,
+            ldb,
+            sb,
+            ptr(a) as *const c_void,
+            ty,
+            lda,
+            sa,
+            scalars.beta(),
+            ptr(c) as *mut c_void,
+            ty,
+            nn,
+            sc,
+            count,
+            compute,
+            cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+        )
+        .map_err(fail)?
     }
     Ok(())
 }
