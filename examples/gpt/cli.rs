@@ -52,8 +52,8 @@ pub struct Args {
     #[arg(long)]
     pub bf16: bool,
     /// How precise f32 matrix products must be (`torch.set_float32_matmul_precision`):
-    /// highest (f32), high (TF32 tensor cores) or medium (bf16 tensor cores); default
-    /// highest, medium with --bf16.
+    /// highest (f32), high (TF32 tensor cores) or medium (bf16 allowed; TF32 on CUDA, as
+    /// in PyTorch); default highest, medium with --bf16.
     #[arg(long)]
     pub matmul_precision: Option<MatmulPrecision>,
     /// Accepted for the reference's command lines: attention is always one fused node
