@@ -68,7 +68,7 @@
 //! | `empty_cache_in_loop` | warn | `empty_cache()` inside a loop |
 //! | `retain_graph_in_loop` | warn | a backward call retaining the graph inside a loop |
 //! | `out_of_place_update` | allow | `x = x + y` where `x.add_(&y)` would do |
-//! | `item_in_hot_loop` | allow | `.item()` inside an inner loop |
+//! | `item_in_hot_loop` | allow | `.item()` or another read to the host (`to_scalar`, `into_scalar`, `double_value`, ...) inside an inner loop |
 //!
 //! Rules about leaking, forgetting or storing memory fire only for values known (from
 //! declared types, constructors and ops of known tensor types) to hold device memory; where

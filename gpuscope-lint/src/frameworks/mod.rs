@@ -4,7 +4,8 @@
 //! A table says which types own device memory, whether `backward()` accumulates into
 //! gradients that must be cleared or returns them as a value, which calls clear them,
 //! which calls do backward and step (and clearing) in one, which methods read a value back
-//! to the host or detach it from the graph, and how gradients are turned off.
+//! to the host (and which of those wait for the device) or detach it from the graph, and
+//! how gradients are turned off.
 //!
 //! A file uses a library when it names one of the library's crates (`use candle_core::..`,
 //! `tch::Tensor`, `extern crate burn`). Code that names none (a module that imports
