@@ -140,6 +140,46 @@ fn checkpointing_gives_the_same_loss_and_gradients() {
     }
 }
 
+/// `--sdpa`: blocks that compute the attention matrix again in backward give the same
+/// loss and gradients and reach a lower peak of allocated memory.
+#[test]
+fn recomputed_attention_gives_the_same_gradients_for_less_memory() {
+    let _turn = serial();
+    let dev = private_host();
+    let tokens = MarkovChain::new(SMALL.vocab, 3).sample(10_000, 4);
+    let mut model = Gpt::new(SMALL, &dev, 5).unwrap();
+    let (x, y) = batch(
+        &mut Batches::new(&tokens, SMALL.block, 6),
+        4,
+        SMALL.block,
+        &dev,
+    );
+    let mut run = |recompute: bool| {
+        model.set_recompute_attention(recompute);
+        dev.allocator().reset_peak_stats();
+        let loss = model.loss(&x, &y, false, None).unwrap();
+        loss.backward().unwrap();
+        let peak = dev.allocator().stats().allocated_bytes.all.peak;
+        let g: Vec<Vec<f32>> = model
+            .params()
+            .iter()
+            .map(|p| p.grad().unwrap().to_vec::<f32>().unwrap())
+            .collect();
+        for p in model.params() {
+            p.set_grad(None);
+        }
+        (loss.item().unwrap(), g, peak)
+    };
+    let (l0, g0, peak0) = run(false);
+    let (l1, g1, peak1) = run(true);
+    assert_eq!(l0, l1);
+    assert_eq!(g0, g1, "the same kernels on the same inputs");
+    assert!(
+        peak1 < peak0,
+        "peak allocated {peak1} with recomputing, {peak0} without"
+    );
+}
+
 fn parse(flags: &str) -> Result<Config, String> {
     let argv = std::iter::once("gpt").chain(flags.split_whitespace());
     let args = cli::Args::try_parse_from(argv).map_err(|e| e.to_string())?;

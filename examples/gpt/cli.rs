@@ -56,8 +56,11 @@ pub struct Args {
     /// in PyTorch); default highest, medium with --bf16.
     #[arg(long)]
     pub matmul_precision: Option<MatmulPrecision>,
-    /// Accepted for the reference's command lines: attention is always one fused node
-    /// here (strided-batched GEMMs and a masked softmax kernel).
+    /// As the reference's fused attention keeps no attention matrix for backward, each
+    /// block keeps only q, k and v and computes the matrix again in backward
+    /// (`Tensor::causal_attention_recomputed`): less memory, one more product and
+    /// softmax per block. Attention is one node either way (strided-batched GEMMs and a
+    /// masked softmax kernel).
     #[arg(long)]
     pub sdpa: bool,
     /// Accepted for the reference's command lines (`torch.compile` there): this example

@@ -239,7 +239,8 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         t0.elapsed().as_secs_f64()
     );
 
-    let model = Gpt::new(cfg, &dev, args.seed).map_err(|e| e.to_string())?;
+    let mut model = Gpt::new(cfg, &dev, args.seed).map_err(|e| e.to_string())?;
+    model.set_recompute_attention(args.sdpa);
     #[cfg(feature = "cuda")]
     let par = match &job {
         Some(env) => Some(parallel::setup(env, &dev, &model.params())?),

@@ -84,6 +84,22 @@ pub struct Block {
     pub fc: Affine,
     pub out: Affine,
     pub heads: usize,
+    /// Keep only q, k, v for backward and compute the attention matrix again there
+    /// (`Tensor::causal_attention_recomputed`; the example's `--sdpa`).
+    pub recompute_attention: bool,
+}
+
+/// The attention of a block; its tensors are made at the caller's line, which it notes
+/// as `ATTENTION_SITE` (both variants).
+#[track_caller]
+fn attend(qkv: &Tensor, heads: usize, recompute: bool) -> Result<Tensor, TensorError> {
+    let here = Location::caller();
+    ATTENTION_SITE.get_or_init(|| here);
+    if recompute {
+        qkv.causal_attention_recomputed(heads)
+    } else {
+        qkv.causal_attention(heads)
+    }
 }
 
 /// Where the attention's tensors are made (the line of `causal_attention`), for the
@@ -95,8 +111,7 @@ impl Block {
     pub fn forward(&self, x: &Tensor) -> Result<Tensor, TensorError> {
         let h = x.layer_norm(&self.ln1.w, &self.ln1.b, EPS)?;
         let qkv = h.linear(&self.qkv.w, Some(&self.qkv.b))?;
-        let (a, at) = (qkv.causal_attention(self.heads)?, Location::caller());
-        ATTENTION_SITE.get_or_init(|| at);
+        let a = attend(&qkv, self.heads, self.recompute_attention)?;
         drop(qkv);
         let x = x.add(&a.linear(&self.proj.w, Some(&self.proj.b))?)?;
         let h = x.layer_norm(&self.ln2.w, &self.ln2.b, EPS)?;
@@ -158,6 +173,7 @@ impl Gpt {
                 fc: linear(4 * c, c, &mut g, dev)?,
                 out: linear(c, 4 * c, &mut g, dev)?,
                 heads: cfg.heads,
+                recompute_attention: false,
             });
         }
         Ok(Gpt {
@@ -181,6 +197,14 @@ impl Gpt {
         p.push(self.lnf.w.clone());
         p.push(self.lnf.b.clone());
         p
+    }
+
+    /// Every block's attention keeps only q, k, v for backward (`recompute`) or also its
+    /// attention matrix.
+    pub fn set_recompute_attention(&mut self, recompute: bool) {
+        for b in &mut self.blocks {
+            b.recompute_attention = recompute;
+        }
     }
 
     /// The number of parameters.

@@ -169,6 +169,35 @@ fn causal_softmax_and_attention() {
             &[randn(&[b, t, 3 * c], 18)],
             |x| x[0].causal_attention(h),
         );
+        compare(
+            &format!("causal_attention_recomputed B{b} T{t} C{c} H{h}"),
+            &dev,
+            &[randn(&[b, t, 3 * c], 18)],
+            |x| x[0].causal_attention_recomputed(h),
+        );
+        // On the GPU, recomputing gives the kept matrix's gradients (the same kernels on
+        // the same inputs; compared to rounding, not bits, should cuBLAS choose another
+        // algorithm the second time).
+        let grad = |recompute: bool| {
+            let qkv = randn(&[b, t, 3 * c], 18)
+                .to_device(&dev)
+                .unwrap()
+                .set_requires_grad(true);
+            let y = if recompute {
+                qkv.causal_attention_recomputed(h)
+            } else {
+                qkv.causal_attention(h)
+            }
+            .unwrap();
+            let w = randn(y.shape(), 19).to_device(&dev).unwrap();
+            y.mul(&w).unwrap().sum().unwrap().backward().unwrap();
+            qkv.grad().unwrap().to_f64_vec().unwrap()
+        };
+        let e = rel(&grad(true), &grad(false));
+        assert!(
+            e < 1e-6,
+            "B{b} T{t} C{c} H{h}: recomputed gradient relative error {e}"
+        );
     }
 }
 

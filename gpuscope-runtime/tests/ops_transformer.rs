@@ -237,6 +237,56 @@ fn causal_attention_matches_its_composition_and_differentiates() {
     assert_eq!(left, 0);
 }
 
+/// The gradient of `Σ w ⊙ attention(qkv)` with respect to `qkv`, and the values.
+fn attention_grad(qkv: &Tensor, recompute: bool, heads: usize) -> (Vec<f64>, Vec<f64>) {
+    let leaf = qkv.deep_clone().unwrap().set_requires_grad(true);
+    let y = if recompute {
+        leaf.causal_attention_recomputed(heads)
+    } else {
+        leaf.causal_attention(heads)
+    }
+    .unwrap();
+    let w = randn(y.shape(), 40);
+    y.mul(&w).unwrap().sum().unwrap().backward().unwrap();
+    (
+        y.to_vec::<f64>().unwrap(),
+        leaf.grad().unwrap().to_vec::<f64>().unwrap(),
+    )
+}
+
+#[test]
+fn recomputed_attention_keeps_q_k_v_only_and_gives_the_same_gradients() {
+    let qkv = randn(&[2, 6, 12], 41);
+    for heads in [1, 2, 4] {
+        check(
+            &format!("causal_attention_recomputed, {heads} heads"),
+            std::slice::from_ref(&qkv),
+            |t| t[0].causal_attention_recomputed(heads),
+        );
+        // The same kernels on the same inputs: bit for bit the same values and gradients.
+        assert_eq!(
+            attention_grad(&qkv, true, heads),
+            attention_grad(&qkv, false, heads),
+            "{heads} heads"
+        );
+    }
+    let leaf = qkv.deep_clone().unwrap().set_requires_grad(true);
+    let y = leaf.causal_attention_recomputed(2).unwrap();
+    let mut kept = Vec::new();
+    y.for_each_graph_tensor(&mut |t| kept.push(t.shape().to_vec()));
+    assert_eq!(kept, vec![vec![3, 2, 2, 6, 2]]);
+    y.sum().unwrap().backward().unwrap();
+    let mut left = 0;
+    y.for_each_graph_tensor(&mut |_| left += 1);
+    assert_eq!(left, 0);
+    assert!(
+        qkv.causal_attention_recomputed(5)
+            .unwrap_err()
+            .to_string()
+            .contains("divide")
+    );
+}
+
 #[test]
 fn embedding_scatter_adds_and_ties_with_the_head() {
     let idx = Tensor::from_slice(&[3i64, 0, 3, 1, 3, 2], &[2, 3], &dev()).unwrap();

@@ -16,6 +16,12 @@
 //! step, `dq = dS @ k / √D`, `dk = dSᵀ @ q / √D`, written into one `[3, B, H, T, D]`
 //! buffer that one kernel merges into the gradient of `qkv`), and frees `P` as soon as
 //! the softmax's backward step has read it.
+//!
+//! `causal_attention_recomputed` keeps only `q`, `k`, `v`: its backward step runs steps
+//! 2 and 3 again (the same kernels on the same inputs, so the same `P`) before the
+//! steps above. The attention matrices of all layers are then never held together
+//! between forward and backward, as PyTorch's fused attention keeps none, for one more
+//! product and softmax per layer in backward.
 
 use std::panic::Location;
 
@@ -85,30 +91,47 @@ fn part(heads: &Tensor, i: usize) -> Tensor {
     inner.view_with(shape, None)
 }
 
-fn causal_attention_at(qkv: &Tensor, heads: usize, site: Site) -> Result<Tensor, TensorError> {
+fn causal_attention_at(
+    qkv: &Tensor,
+    heads: usize,
+    keep_probs: bool,
+    site: Site,
+) -> Result<Tensor, TensorError> {
     let dims = attention_dims(qkv, heads)?;
     let [b, t, _, h, d] = dims;
     let scale = 1.0 / (d as f64).sqrt();
     let qkvh = heads_raw(qkv, dims, true, site)?;
     let (q, k, v) = (part(&qkvh, 0), part(&qkvh, 1), part(&qkvh, 2));
-    let scores = bmm_raw(&q, &k, false, true, scale, site)?;
-    let p = causal_softmax_raw(&scores, 1.0, site)?;
-    drop(scores);
+    let probs = move |q: &Tensor, k: &Tensor, site: Site| -> Result<Tensor, TensorError> {
+        let scores = bmm_raw(q, k, false, true, scale, site)?;
+        causal_softmax_raw(&scores, 1.0, site)
+    };
+    let p = probs(&q, &k, site)?;
     let y = bmm_raw(&p, &v, false, false, 1.0, site)?;
     let out = heads_raw(&y, [b, t, 1, h, d], false, site)?;
     drop(y);
     if !should_record(&[qkv]) {
         return Ok(out);
     }
-    let listed = [qkvh.clone(), p.clone()];
+    let kept = keep_probs.then_some(p);
+    let mut listed = vec![qkvh.clone()];
+    listed.extend(kept.clone());
     Ok(record_saving(
         out,
-        "causal_attention",
+        if keep_probs {
+            "causal_attention"
+        } else {
+            "causal_attention_recomputed"
+        },
         &[qkv],
         listed,
         site,
         move |g, _, site| {
             let (q, k, v) = (part(&qkvh, 0), part(&qkvh, 1), part(&qkvh, 2));
+            let p = match &kept {
+                Some(p) => p.clone(),
+                None => probs(&q, &k, site)?,
+            };
             let gy = heads_raw(g, [b, t, 1, h, d], true, site)?;
             let gy = part_one(&gy);
             let grads = alloc_like(qkvh.shape(), qkvh.dtype(), &qkvh, site)?;
@@ -173,6 +196,28 @@ impl Tensor {
     /// ```
     #[track_caller]
     pub fn causal_attention(&self, heads: usize) -> Result<Tensor, TensorError> {
-        causal_attention_at(self, heads, Location::caller())
+        causal_attention_at(self, heads, true, Location::caller())
+    }
+
+    /// [`causal_attention`](Tensor::causal_attention) that keeps only the heads' `q`, `k`,
+    /// `v` for backward (`3·B·T·C` elements): the backward step computes the attention
+    /// matrix again (one more strided-batched product and softmax, the same result), so a
+    /// model's attention matrices (`B·heads·T²` each) are never all held between forward
+    /// and backward, as PyTorch's fused attention (`scaled_dot_product_attention`) keeps
+    /// none. The same values and gradients as `causal_attention`.
+    ///
+    /// ```
+    /// use gpuscope_runtime::{Device, Tensor};
+    /// let dev = Device::host().unwrap();
+    /// let qkv = Tensor::randn(&[2, 5, 12], &dev).unwrap().set_requires_grad(true);
+    /// let y = qkv.causal_attention_recomputed(2).unwrap();
+    /// let mut kept = Vec::new();
+    /// y.for_each_graph_tensor(&mut |t| kept.push(t.shape().to_vec()));
+    /// assert_eq!(kept, vec![vec![3, 2, 2, 5, 2]]); // q, k, v only
+    /// assert_eq!(y.to_vec::<f32>().unwrap(), qkv.causal_attention(2).unwrap().to_vec::<f32>().unwrap());
+    /// ```
+    #[track_caller]
+    pub fn causal_attention_recomputed(&self, heads: usize) -> Result<Tensor, TensorError> {
+        causal_attention_at(self, heads, false, Location::caller())
     }
 }
