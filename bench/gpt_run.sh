@@ -10,6 +10,8 @@
 #   tests       the CUDA test binaries of the transformer operations and the GPT model
 #   default     torch_gpt.py (fp32, writing its tokens) then gpt on those tokens, default size
 #   big         both at --layers 12 --embd 768 --block 512 --batch 16
+#   sdpa        both with --sdpa (fp32) at both sizes (gpuscope: the attention matrix
+#               computed again in backward, not kept)
 #   bf16        both with --bf16 --sdpa at both sizes (gpuscope has no autocast: its
 #               products run at matmul precision medium, TF32, on f32 storage), and
 #               both at matmul precision high (TF32; torch_gpt.py run after
@@ -50,6 +52,13 @@ fi
 if has big; then
   python3 "$dir/torch_gpt.py" $big --steps 60 > "$out/torch_big.txt" 2>&1
   "$gpt" --device cuda $big --steps 60 > "$out/gpt_big.txt" 2> "$out/gpt_big.err"
+fi
+if has sdpa; then
+  [[ -f /tmp/tokens.bin ]] || python3 "$dir/torch_gpt.py" --steps 12 --write-data /tmp/tokens.bin > /dev/null 2>&1
+  python3 "$dir/torch_gpt.py" --sdpa > "$out/torch_sdpa.txt" 2>&1
+  "$gpt" --device cuda --data /tmp/tokens.bin --sdpa > "$out/gpt_sdpa.txt" 2> "$out/gpt_sdpa.err"
+  python3 "$dir/torch_gpt.py" $big --sdpa --steps 60 > "$out/torch_big_sdpa.txt" 2>&1
+  "$gpt" --device cuda $big --sdpa --steps 60 > "$out/gpt_big_sdpa.txt" 2> "$out/gpt_big_sdpa.err"
 fi
 if has bf16; then
   [[ -f /tmp/tokens.bin ]] || python3 "$dir/torch_gpt.py" --steps 12 --write-data /tmp/tokens.bin > /dev/null 2>&1

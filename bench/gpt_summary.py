@@ -16,8 +16,8 @@ def last_json(path):
 
 rows = []
 for name in ["torch_default", "gpt_default", "gpt_default_chain", "gpt_default_ckpt", "gpt_default_r102",
-             "torch_tf32", "gpt_tf32", "torch_bf16", "gpt_bf16",
-             "torch_big", "gpt_big", "gpt_big_ckpt", "gpt_big_r102", "torch_big_bf16", "gpt_big_bf16"]:
+             "torch_sdpa", "gpt_sdpa", "torch_tf32", "gpt_tf32", "torch_bf16", "gpt_bf16",
+             "torch_big", "gpt_big", "gpt_big_ckpt", "gpt_big_r102", "torch_big_sdpa", "gpt_big_sdpa", "torch_big_bf16", "gpt_big_bf16"]:
     d = last_json(os.path.join(out, name + ".txt"))
     if d:
         rows.append((name, d))
@@ -27,7 +27,7 @@ for name, d in rows:
     print(f"{name:<20} {d['ms_per_step']:>9.2f} {d['tokens_per_s']:>9} {pa/2**20:>10.1f}Mi {pr/2**20:>10.1f}Mi "
           f"{pr/pa:>9.3f} {d['first_loss']:>7.4f} {d['last_loss']:>7.4f} {d['entropy_floor']:>7.4f}")
 by = dict(rows)
-for size in ["default", "big", "tf32", "bf16", "big_bf16"]:
+for size in ["default", "big", "sdpa", "big_sdpa", "tf32", "bf16", "big_bf16"]:
     t, g = by.get("torch_" + size), by.get("gpt_" + size)
     if t and g:
         print(f"{size}: step time gpuscope/pytorch {g['ms_per_step']/t['ms_per_step']:.3f}; "
