@@ -103,6 +103,19 @@ fn a_two_layer_model_learns_the_chain_to_near_its_entropy_floor() {
     println!("mean loss of the last 30 steps {mean:.4}; floor {floor:.4}, bound {bound:.4}");
 }
 
+/// Every parameter's gradient, cleared after reading.
+fn take_grads(model: &Gpt) -> Vec<Vec<f32>> {
+    let g = model
+        .params()
+        .iter()
+        .map(|p| p.grad().unwrap().to_vec::<f32>().unwrap())
+        .collect();
+    for p in model.params() {
+        p.set_grad(None);
+    }
+    g
+}
+
 #[test]
 fn checkpointing_gives_the_same_loss_and_gradients() {
     let _turn = serial();
@@ -118,15 +131,7 @@ fn checkpointing_gives_the_same_loss_and_gradients() {
     let grads = |ckpt: bool| {
         let loss = model.loss(&x, &y, ckpt, None).unwrap();
         loss.backward().unwrap();
-        let g: Vec<Vec<f32>> = model
-            .params()
-            .iter()
-            .map(|p| p.grad().unwrap().to_vec::<f32>().unwrap())
-            .collect();
-        for p in model.params() {
-            p.set_grad(None);
-        }
-        (loss.item().unwrap(), g)
+        (loss.item().unwrap(), take_grads(&model))
     };
     let ((l0, g0), (l1, g1)) = (grads(false), grads(true));
     assert_eq!(l0, l1);
@@ -160,15 +165,7 @@ fn recomputed_attention_gives_the_same_gradients_for_less_memory() {
         let loss = model.loss(&x, &y, false, None).unwrap();
         loss.backward().unwrap();
         let peak = dev.allocator().stats().allocated_bytes.all.peak;
-        let g: Vec<Vec<f32>> = model
-            .params()
-            .iter()
-            .map(|p| p.grad().unwrap().to_vec::<f32>().unwrap())
-            .collect();
-        for p in model.params() {
-            p.set_grad(None);
-        }
-        (loss.item().unwrap(), g, peak)
+        (loss.item().unwrap(), take_grads(&model), peak)
     };
     let (l0, g0, peak0) = run(false);
     let (l1, g1, peak1) = run(true);
