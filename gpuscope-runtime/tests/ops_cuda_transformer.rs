@@ -178,26 +178,17 @@ fn causal_softmax_and_attention() {
         // On the GPU, recomputing gives the kept matrix's gradients (the same kernels on
         // the same inputs; compared to rounding, not bits, should cuBLAS choose another
         // algorithm the second time).
-        let grad = |recompute: bool| {
-            let qkv = randn(&[b, t, 3 * c], 18)
-                .to_device(&dev)
-                .unwrap()
-                .set_requires_grad(true);
-            let y = if recompute {
-                qkv.causal_attention_recomputed(h)
-            } else {
-                qkv.causal_attention(h)
-            }
-            .unwrap();
-            let w = randn(y.shape(), 19).to_device(&dev).unwrap();
-            y.mul(&w).unwrap().sum().unwrap().backward().unwrap();
-            qkv.grad().unwrap().to_f64_vec().unwrap()
-        };
-        let e = rel(&grad(true), &grad(false));
-        assert!(
-            e < 1e-6,
-            "B{b} T{t} C{c} H{h}: recomputed gradient relative error {e}"
+        let name = format!("attention variants B{b} T{t} C{c} H{h}");
+        let inputs = [randn(&[b, t, 3 * c], 18)];
+        let (_, (_, recomputed)) = on_host_and(&name, &dev, &inputs, |x| {
+            x[0].causal_attention_recomputed(h)
+        });
+        let (_, (_, kept)) = on_host_and(&name, &dev, &inputs, |x| x[0].causal_attention(h));
+        let e = rel(
+            recomputed[0].as_deref().unwrap(),
+            kept[0].as_deref().unwrap(),
         );
+        assert!(e < 1e-6, "{name}: recomputed gradient relative error {e}");
     }
 }
 
