@@ -96,7 +96,11 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     };
     if args.format == Format::Text {
         let segments = if config.expandable_segments && backend.virtual_memory().is_some() {
-            "virtual memory (chunks mapped at the top of per-stream arenas)"
+            if config.share_across_streams {
+                "virtual memory (chunks mapped at the top of arenas every stream shares)"
+            } else {
+                "virtual memory (chunks mapped at the top of per-stream arenas)"
+            }
         } else {
             "plain device allocations"
         };

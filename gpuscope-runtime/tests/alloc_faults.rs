@@ -15,7 +15,7 @@
 //! tracked, the device holds exactly what the allocator counts as reserved, and once
 //! the faults are gone the cache empties completely and a clean step runs.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -182,7 +182,9 @@ fn vm_step(
 ) -> usize {
     let mut errors = 0;
     for _pass in 0..2 {
-        let mut live: HashMap<u64, RawBlock> = HashMap::new();
+        // Ordered: the frees at the end run in the same order in every run, so the
+        // driver calls they make (polls of other streams) are counted alike.
+        let mut live: BTreeMap<u64, RawBlock> = BTreeMap::new();
         for (i, op) in ops.iter().enumerate() {
             let result = match *op {
                 TraceOp::Alloc { id, size, stream } => {
@@ -207,7 +209,7 @@ fn vm_step(
                 }
             }
         }
-        for (_, b) in live.drain() {
+        for (_, b) in std::mem::take(&mut live) {
             errors += alloc.free(b).is_err() as usize;
         }
         errors += alloc.empty_cache().is_err() as usize;

@@ -99,8 +99,10 @@ fn counted(s: &MemoryStats) -> (u64, u64, u64) {
 /// (1) Memory freed on `a` before a completed fence goes to `b` with no wait at all.
 #[test]
 fn reclaim_after_a_completed_fence_does_not_wait() {
-    // The cap leaves no room to grow: `a`'s free chunk goes back, `b` gets a new one.
-    let t = setup("memory_limit_mb:8", 80 << 30);
+    // The cap leaves no room to grow: `a`'s free chunk goes back, `b` gets a new one
+    // (with pools of their own: sharing, `b` would take `a`'s block, as
+    // `alloc_sharing.rs` tests).
+    let t = setup("memory_limit_mb:8,share_across_streams:False", 80 << 30);
     let x = t.used(8 * MIB, t.a);
     t.use_and_free(x);
     assert!(t.alloc.record_fence(t.a).unwrap());
@@ -300,8 +302,9 @@ fn plain_segments_released_by_empty_cache_go_by_the_fence() {
 #[test]
 fn garbage_collection_after_a_completed_fence_does_not_wait() {
     for vmm in [false, true] {
+        // Pools of their own (sharing, `b` would take `a`'s free memory: `alloc_sharing.rs`).
         let conf = if vmm {
-            "garbage_collection_threshold:0.5"
+            "garbage_collection_threshold:0.5,share_across_streams:False"
         } else {
             "expandable_segments:False,garbage_collection_threshold:0.5"
         };

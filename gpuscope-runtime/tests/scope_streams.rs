@@ -28,9 +28,14 @@ fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A device with virtual memory, a cap of `cap_mib`, manual events, and a second stream.
+/// A device with virtual memory, a cap of `cap_mib`, manual events, and a second stream,
+/// each stream with pools of its own: memory reaches the other stream by going back to
+/// the device and being mapped again (with the default, shared pools, it is taken as
+/// it is: `shared_pools_hand_a_finished_step_s_memory_to_the_other_stream_as_it_is`).
 fn device(cap_mib: usize) -> (Arc<TestBackend>, Device, StreamId) {
-    device_with(&format!("memory_limit_mb:{cap_mib}"))
+    device_with(&format!(
+        "memory_limit_mb:{cap_mib},share_across_streams:False"
+    ))
 }
 
 /// The same with the allocator configuration `conf`.
@@ -89,6 +94,42 @@ fn memory_a_scope_gave_back_reaches_another_stream_after_its_fence_without_a_str
     );
     assert_eq!((s.num_fence_waits, s.num_stream_syncs), (0, 0));
     assert!(s.num_device_unmap > 0, "pages moved between the streams");
+    drop(t);
+    dev.allocator().check_invariants().expect("invariants");
+}
+
+#[test]
+fn shared_pools_hand_a_finished_step_s_memory_to_the_other_stream_as_it_is() {
+    let _serial = serial();
+    set_tracking(true);
+    let (backend, dev, side) = device_with("memory_limit_mb:8");
+    step(&backend, &dev, true);
+    // The step's work still runs: the side stream may not have its memory, and the cap
+    // leaves no room for more, so it waits for the scope's fence (not the stream).
+    let t = used(&backend, &dev, 4, side);
+    let s = dev.allocator().stats();
+    assert_eq!((s.num_fence_waits, s.num_stream_syncs), (1, 0));
+    drop(t);
+    backend.complete_stream(side);
+    // Another step; once its work is done, one query finds the default stream idle and
+    // the side stream takes the memory the step freed as it is: nothing unmapped,
+    // mapped or waited for.
+    step(&backend, &dev, true);
+    backend.complete_stream(StreamId::DEFAULT);
+    let before = dev.allocator().stats();
+    let t = used(&backend, &dev, 8, side);
+    let s = dev.allocator().stats();
+    assert_eq!(
+        (
+            s.num_device_unmap - before.num_device_unmap,
+            s.num_device_map - before.num_device_map,
+            s.num_device_alloc - before.num_device_alloc,
+            s.num_fence_waits - before.num_fence_waits,
+            s.num_stream_syncs - before.num_stream_syncs,
+            s.num_stream_queries - before.num_stream_queries,
+        ),
+        (0, 0, 0, 0, 0, 1)
+    );
     drop(t);
     dev.allocator().check_invariants().expect("invariants");
 }

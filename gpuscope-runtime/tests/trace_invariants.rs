@@ -191,11 +191,17 @@ fn warm_passes_make_no_driver_calls_and_ten_passes_are_alike() {
             let seals = warm_seals(&t);
             assert!(seals <= record_streams);
             let calls = r.passes[1].calls;
+            let sharing = r.passes[1].sharing_queries;
             assert_eq!(
-                (calls.stream_queries, calls.event_records),
+                (calls.stream_queries - sharing, calls.event_records),
                 (seals, 0),
                 "{name}: one stream query per stream for the frees between two allocations \
                  ({record_streams} record_stream ops), and no event on the idle streams"
+            );
+            // Streams share pools: memory another stream freed is taken after one query.
+            assert!(
+                t.streams().len() > 1 || sharing == 0,
+                "{name}: one stream, {sharing} sharing queries"
             );
             assert!(r.cold_calls().allocs > 0, "{name}: the cold pass grew");
         }
@@ -233,15 +239,11 @@ fn pytorch_figure(name: &str, field: &str) -> usize {
 /// first step's 2 GiB logits left, so the second step's logits need new memory at the
 /// top of the arena; PyTorch's default allocator, one segment per large request,
 /// reserves 12,916 MiB, its expandable segments 13,544, as gpuscope (BENCHMARKS.md, "A
-/// fifth corpus, held out"). `cuda_graph_infer` (sixth corpus): PyTorch's own replay of the
-/// trace reserves the same 570 MiB as gpuscope; the recorded run reserved 514, likely
-/// because part of it came from the CUDA graph's private memory pool, which a trace
-/// does not carry (not verified further). Pinned, so that a change either way
-/// updates this list.
-const MORE_RESERVED_THAN_PYTORCH: &[(&str, usize)] = &[
-    ("cuda_graph_infer.csv", 597_688_320),
-    ("large_vocab_lm_train.csv", 14_201_913_344),
-];
+/// fifth corpus, held out"). (`cuda_graph_infer`, sixth corpus, was here at 570 MiB
+/// against the recorded 514 until the streams shared one pool: 406.) Pinned, so that a
+/// change either way updates this list.
+const MORE_RESERVED_THAN_PYTORCH: &[(&str, usize)] =
+    &[("large_vocab_lm_train.csv", 14_201_913_344)];
 
 #[test]
 fn peak_reserved_stays_near_or_below_pytorch() {

@@ -35,6 +35,8 @@ pub(crate) struct Block {
     pub free_prev: u32,
     pub free_next: u32,
     pub segment: u32,
+    /// The stream that allocated it last; for a free block, the stream whose work may
+    /// still use it until `freed_at` is covered (`sharing`).
     pub stream: StreamId,
     pub pool: Pool,
     pub state: BlockState,

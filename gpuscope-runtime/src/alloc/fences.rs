@@ -82,6 +82,13 @@ impl Fences {
         }
     }
 
+    /// The newest tick known complete on `stream` (0: none yet; memory never used has
+    /// tick 0).
+    #[inline(always)]
+    pub fn completed(&self, stream: StreamId) -> u64 {
+        self.streams.get(stream.index()).map_or(0, |s| s.completed)
+    }
+
     /// Marks the outstanding fence complete if its event has completed (non-blocking).
     fn poll(
         s: &mut StreamFence,

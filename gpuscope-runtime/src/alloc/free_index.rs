@@ -8,7 +8,7 @@
 //! the smallest block that fits (up to [`SCAN_LIMIT`] entries); failing that, the first
 //! non-empty larger class holds only blocks that fit, and its smallest is taken.
 
-use super::block::{BlockSlab, NIL};
+use super::block::{Block, BlockSlab, NIL};
 
 /// Classes per power of two (and the number of exact small classes).
 const SUB: usize = 32;
@@ -17,6 +17,8 @@ const SUB_LOG: u32 = 5;
 const CLASSES: usize = 64 * SUB;
 /// Most entries of one class list looked at when choosing among them.
 const SCAN_LIMIT: usize = 16;
+/// Most classes [`FreeIndex::find_where`] looks in.
+const WHERE_CLASS_LIMIT: usize = 64;
 
 #[inline]
 fn class_of(size: usize) -> usize {
@@ -151,6 +153,39 @@ impl FreeIndex {
             looked += 1;
         }
         best.map(|(_, _, i)| i)
+    }
+
+    /// The smallest free block of at least `size` bytes that `accept` takes (asked only
+    /// of blocks that fit, smallest classes first), looking at up to [`SCAN_LIMIT`]
+    /// entries in each of up to [`WHERE_CLASS_LIMIT`] classes.
+    pub fn find_where(
+        &self,
+        slab: &BlockSlab,
+        size: usize,
+        mut accept: impl FnMut(&Block) -> bool,
+    ) -> Option<u32> {
+        let mut class = class_of(size);
+        for _ in 0..WHERE_CLASS_LIMIT {
+            let mut cur = self.heads.get(class).copied().unwrap_or(NIL);
+            let mut best: Option<(usize, u64, u32)> = None;
+            let mut looked = 0;
+            while cur != NIL && looked < SCAN_LIMIT {
+                let b = slab.get(cur);
+                if b.size >= size
+                    && best.is_none_or(|(s, a, _)| (b.size, b.addr) < (s, a))
+                    && accept(b)
+                {
+                    best = Some((b.size, b.addr, cur));
+                }
+                cur = b.free_next;
+                looked += 1;
+            }
+            if let Some((_, _, found)) = best {
+                return Some(found);
+            }
+            class = self.next_nonempty_class(class + 1)?;
+        }
+        None
     }
 
     /// The first non-empty class at or after `from`.

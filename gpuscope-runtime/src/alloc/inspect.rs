@@ -95,6 +95,7 @@ impl AllocState {
                             0
                         },
                         state: b.state,
+                        stream: b.stream,
                     });
                     cur = b.next;
                 }
@@ -139,7 +140,10 @@ impl AllocState {
                 let mut n = 0;
                 for i in index.iter(&self.slab) {
                     let b = self.slab.get(i);
-                    if b.state != BlockState::Free || b.stream.index() != s || b.pool.index() != p {
+                    if b.state != BlockState::Free
+                        || self.slot(b.stream) != s
+                        || b.pool.index() != p
+                    {
                         return Err(format!(
                             "block #{i} in free index ({s}, {p}) is {:?} of ({}, {:?})",
                             b.state, b.stream, b.pool
@@ -213,14 +217,20 @@ impl AllocState {
                         seg.base + offset as u64
                     ));
                 }
-                if b.stream != seg.stream || b.pool != seg.pool || b.size == 0 || b.size % 512 != 0
+                // Streams share segments when they share pools (`sharing`).
+                if (b.stream != seg.stream && !self.share)
+                    || b.pool != seg.pool
+                    || b.size == 0
+                    || b.size % 512 != 0
                 {
                     return Err(format!(
                         "block #{cur}: stream/pool/size disagree with segment {si}"
                     ));
                 }
                 let free = b.state == BlockState::Free;
-                if free && prev_free {
+                // Free neighbours stay apart only while one holds memory of another stream
+                // that was still at work when they met (`sharing`).
+                if free && prev_free && !(self.share && self.slab.get(prev).stream != b.stream) {
                     return Err(format!(
                         "blocks before #{cur} and #{cur} are both free: not merged"
                     ));

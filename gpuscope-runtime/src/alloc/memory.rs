@@ -57,6 +57,10 @@ impl AllocState {
                 segment_size(rounded)
             };
             self.collect_garbage(t, incoming)?;
+            // Free neighbours it merged (`sharing`) may hold the request now.
+            if let Some(b) = self.find_cached(stream, pool, rounded) {
+                return Ok(b);
+            }
         }
         let mut cause = match self.add_memory(stream, pool, rounded) {
             Ok(b) => return Ok(b),
@@ -75,6 +79,9 @@ impl AllocState {
             if self.release_cached(max_wait)? == 0 && max_wait != Cover::Stream {
                 continue;
             }
+            if let Some(b) = self.find_cached(stream, pool, rounded) {
+                return Ok(b);
+            }
             match self.add_memory(stream, pool, rounded) {
                 Ok(b) => return Ok(b),
                 Err(GrowError::Backend(e)) => return Err(e.into()),
@@ -88,14 +95,17 @@ impl AllocState {
     }
 
     /// A cached free block (or wilderness) for `rounded` bytes, if any.
-    pub(super) fn find_cached(&self, stream: StreamId, pool: Pool, rounded: usize) -> Option<u32> {
-        self.find_free(stream, pool, rounded).or_else(|| {
-            if self.vmm {
-                self.find_wild(stream, pool, rounded)
-            } else {
-                None
-            }
-        })
+    pub(super) fn find_cached(
+        &mut self,
+        stream: StreamId,
+        pool: Pool,
+        rounded: usize,
+    ) -> Option<u32> {
+        match self.find_free(stream, pool, rounded) {
+            Some(b) => Some(b),
+            None if self.vmm => self.find_wild(stream, pool, rounded),
+            None => None,
+        }
     }
 
     fn add_memory(

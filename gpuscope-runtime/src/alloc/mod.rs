@@ -11,7 +11,8 @@
 //! - [`rounding`]: size rounding, pools, segment sizes, split rules (PyTorch's constants).
 //! - `free_index`: segregated free lists with bitmaps, for best fit in O(1).
 //! - `block`, `segment`: the block slab; segments, arenas and the chunks behind them.
-//! - `events`: cross-stream frees waiting for events.
+//! - `events`: cross-stream frees waiting for events; `sharing`: one pool for every
+//!   stream, and when memory one stream freed may serve another.
 //! - `fences`: stream fences ([`CachingAllocator::record_fence`]) and what free memory
 //!   of a stream waits for (nothing, a fence's event, or the stream) before it is
 //!   unmapped or released for other streams.
@@ -22,11 +23,15 @@
 //! The semantics are PyTorch's CUDA caching allocator's. With virtual memory (the
 //! default on CUDA) the policy differs, and fits in a few lines:
 //!
-//! 1. Each stream's small and large pool is one address arena, reserved up front; its
-//!    memory is mapped from the bottom up, and the free block at the top is the
-//!    *wilderness*.
+//! 1. The small and the large pool are one address arena each, reserved up front and
+//!    shared by every stream; memory is mapped from the bottom up, and the free block at
+//!    the top is the *wilderness*.
 //! 2. `allocate` takes the best-fitting free block of the pool (smallest that fits,
-//!    lowest address among equals); the wilderness only when none fits; and grows the
+//!    lowest address among equals) that may serve the stream: one it freed, or one
+//!    another stream freed once that stream's work before the free is known done (a
+//!    completed fence, or one non-blocking query finding it idle; a busy stream's
+//!    frees wait for a later query, never for the stream); the wilderness only when
+//!    none fits; and grows the
 //!    arena at the top only when the wilderness is too small: one physical chunk of
 //!    what is missing, rounded up to whole pages of PyTorch's expandable segments
 //!    (20 MiB for the large pool, 2 MiB for the small one), mapped and made accessible
@@ -37,7 +42,8 @@
 //!    growth, as while weights and optimizer state are built), each growth is at least
 //!    5/4 of the last, up to 1/16 of the arena, which keeps the number of device
 //!    allocations logarithmic in the pool's size.
-//! 3. `free` merges with free neighbours and never gives memory back; a block used on
+//! 3. `free` merges with free neighbours (another stream's only once it may serve this
+//!    one) and never gives memory back; a block used on
 //!    other streams (`record_stream`) returns to its pool once their work is done: the
 //!    next `allocate` asks each such stream once for all the frees since the last (an
 //!    idle stream gives them back at once, a busy one gets one event, polled on later
@@ -47,8 +53,12 @@
 //!    then memory that needs no wait goes first, memory behind an outstanding fence
 //!    next, memory that needs a stream synchronisation last.
 //!
+//! With `share_across_streams:False`, each stream has its own two arenas, as PyTorch
+//! keeps blocks per stream.
+//!
 //! Because of (2), a workload that repeats makes in every later pass exactly the
-//! choices of its first pass: a later pass sees, at each step, the free blocks the first
+//! choices of its first pass (with several streams, when their work is done as it was
+//! then, as in a replay): a later pass sees, at each step, the free blocks the first
 //! pass saw, plus a wilderness that already holds all the first pass grew. Warm passes
 //! therefore allocate, map, release and wait for nothing (checked on every trace in
 //! `tests/data/traces`), and reserved memory is what the first pass's best fit needed,
@@ -67,6 +77,7 @@ mod peer_access;
 mod release;
 pub mod rounding;
 mod segment;
+mod sharing;
 pub mod snapshot;
 mod state;
 pub mod stats;

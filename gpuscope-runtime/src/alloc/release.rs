@@ -231,6 +231,15 @@ impl AllocState {
             )
         };
         self.unindex_free(index);
+        // Free neighbours (another stream's memory, not merged: `sharing`) change places
+        // in their segments: out of the index until the segments are rebuilt.
+        let free_prev = prev != NIL && self.slab.get(prev).state == BlockState::Free;
+        let free_next = next != NIL && self.slab.get(next).state == BlockState::Free;
+        for (b, free) in [(prev, free_prev), (next, free_next)] {
+            if free {
+                self.unindex_free(b);
+            }
+        }
         let old = self.remove_segment(seg_index);
         let SegmentMemory::Mapped { mut chunks, arena } = old.memory else {
             unreachable!("only mapped segments have chunks");
@@ -325,6 +334,11 @@ impl AllocState {
         if !index_used {
             self.slab.remove(index);
         }
+        for (b, free) in [(prev, free_prev), (next, free_next)] {
+            if free {
+                self.index_free(b);
+            }
+        }
         self.refresh_wild(arena);
     }
 
@@ -346,6 +360,7 @@ impl AllocState {
         max_wait: Cover,
         mut enough: impl FnMut(&AllocState) -> bool,
     ) -> Result<usize, BackendError> {
+        self.join_free_neighbours(max_wait)?;
         let mut released = 0;
         for b in self.releasable_blocks() {
             if enough(self) {

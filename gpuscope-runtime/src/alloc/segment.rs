@@ -2,7 +2,7 @@
 //!
 //! A segment is either one device allocation (`cudaMalloc`), or, with virtual memory,
 //! a run of physical *chunks* mapped back to back inside an *arena*: an address range
-//! reserved up front for one stream's pool. A chunk is one `cuMemCreate`, mapped whole
+//! reserved up front for one pool (every stream's, or one stream's: `sharing`). A chunk is one `cuMemCreate`, mapped whole
 //! (CUDA maps a physical allocation only whole) with its own `cuMemMap` and
 //! `cuMemSetAccess`; a growth of the pool creates one chunk and maps it at the arena's
 //! top, so the segment at the top grows in place and its free tail (the arena's
@@ -25,7 +25,8 @@ pub(crate) struct PhysChunk {
     pub size: usize,
 }
 
-/// An address reservation for one stream's pool. Its segments are the mapped runs
+/// An address reservation for one pool (`stream`: the stream that made it; every stream
+/// uses it when streams share pools). Its segments are the mapped runs
 /// inside it, kept apart by unmapped holes; new chunks are mapped at `top`, the end of
 /// the highest segment (the arena's base when nothing is mapped).
 #[derive(Debug)]

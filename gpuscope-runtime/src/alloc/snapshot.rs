@@ -16,6 +16,9 @@ pub struct BlockInfo {
     pub requested: usize,
     /// What it is doing.
     pub state: BlockState,
+    /// The stream that allocated it last (for a free block: whose work may still use
+    /// it). With virtual memory, streams share segments (`share_across_streams`).
+    pub stream: StreamId,
 }
 
 /// One segment and its blocks, in address order.
@@ -25,7 +28,9 @@ pub struct SegmentInfo {
     pub base: DeviceAddr,
     /// Its size in bytes.
     pub size: usize,
-    /// The stream whose pool it belongs to.
+    /// The stream whose pool it belongs to (with virtual memory and
+    /// `share_across_streams`, the default, the stream that first grew the pool every
+    /// stream shares).
     pub stream: StreamId,
     /// The pool it belongs to.
     pub pool: Pool,

@@ -60,18 +60,23 @@ pub(crate) struct AllocState {
     pub config: AllocConfig,
     /// Whether segments are built from virtual memory (chunks mapped into arenas).
     pub(super) vmm: bool,
+    /// Whether every stream's memory is one pool (virtual memory with
+    /// `share_across_streams`): free indexes and arenas are then kept in slot 0, and a
+    /// free block serves another stream once its stream's work before the free is seen
+    /// done (`sharing`).
+    pub(super) share: bool,
     /// Virtual memory granularity: chunks and mappings are multiples of it.
     pub(super) page: usize,
     pub slab: BlockSlab,
     pub(super) segments: Vec<Option<Segment>>,
     pub(super) vacant_segments: Vec<u32>,
-    /// Free indexes by stream, then pool.
+    /// Free indexes by slot (the stream's, or 0 for all when they share), then pool.
     pub(super) pools: Vec<[FreeIndex; 2]>,
     pub(super) chunks: Vec<Option<PhysChunk>>,
     pub(super) vacant_chunks: Vec<u32>,
     /// Chunks a failed driver call left outside any segment, still held.
     pub(super) orphans: Vec<Orphan>,
-    /// Address arenas (virtual memory), and their indices by stream, then pool.
+    /// Address arenas (virtual memory), and their indices by slot, then pool.
     pub(super) arenas: Vec<Arena>,
     pub(super) arena_lists: Vec<[Vec<u32>; 2]>,
     pub(super) pending: PendingFrees,
@@ -101,6 +106,7 @@ impl AllocState {
         let mut state = AllocState {
             backend,
             vmm,
+            share: vmm && config.share_across_streams,
             page,
             slab: BlockSlab::default(),
             segments: Vec::new(),
@@ -169,8 +175,9 @@ impl AllocState {
 
     #[inline]
     fn ensure_stream(&mut self, stream: StreamId) {
-        if self.pools.len() <= stream.index() {
-            self.pools.resize_with(stream.index() + 1, Default::default);
+        let slot = self.slot(stream);
+        if self.pools.len() <= slot {
+            self.pools.resize_with(slot + 1, Default::default);
         }
     }
 
@@ -216,12 +223,16 @@ impl AllocState {
         self.ensure_stream(stream);
         let block = match self.find_free(stream, pool, rounded) {
             Some(b) => b,
-            None => match self.vmm.then(|| self.find_wild(stream, pool, rounded)) {
-                Some(Some(w)) => w,
-                _ => self.grow(stream, pool, rounded, size)?,
+            None => match if self.vmm {
+                self.find_wild(stream, pool, rounded)
+            } else {
+                None
+            } {
+                Some(w) => w,
+                None => self.grow(stream, pool, rounded, size)?,
             },
         };
-        Ok(self.take_block(block, rounded, size))
+        Ok(self.take_block(block, rounded, size, stream))
     }
 
     #[cold]
@@ -236,10 +247,20 @@ impl AllocState {
         )))
     }
 
-    /// The best-fitting free block of the stream's pool, within `max_split_size` rules.
+    /// The best-fitting free block of the stream's pool that may serve it, within
+    /// `max_split_size` rules.
     #[inline(always)]
-    pub(super) fn find_free(&self, stream: StreamId, pool: Pool, rounded: usize) -> Option<u32> {
-        let index = self.pools[stream.index()][pool.index()].find(&self.slab, rounded)?;
+    pub(super) fn find_free(
+        &mut self,
+        stream: StreamId,
+        pool: Pool,
+        rounded: usize,
+    ) -> Option<u32> {
+        let mut index = self.pools[self.slot(stream)][pool.index()].find(&self.slab, rounded)?;
+        if self.share && !self.clean_for(index, stream) {
+            let busy = self.slab.get(index).stream;
+            index = self.find_usable(stream, pool, rounded, busy)?;
+        }
         if pool == Pool::Large {
             let size = self.slab.get(index).size;
             let max_split = self.config.max_split_size;
@@ -255,9 +276,10 @@ impl AllocState {
         Some(index)
     }
 
-    /// Hands out free block `index` for `rounded` bytes, splitting off the rest.
+    /// Hands out free block `index` for `rounded` bytes to `stream`, splitting off the
+    /// rest (which keeps the block's stream and free tick).
     #[inline(always)]
-    fn take_block(&mut self, index: u32, rounded: usize, requested: usize) -> u32 {
+    fn take_block(&mut self, index: u32, rounded: usize, requested: usize, to: StreamId) -> u32 {
         let (stream, pool, size, (left, left_bytes)) = {
             let b = self.slab.get(index);
             (b.stream, b.pool, b.size, b.split_share())
@@ -299,12 +321,13 @@ impl AllocState {
             rec.ops.push(TraceOp::Alloc {
                 id,
                 size: requested,
-                stream: stream.0,
+                stream: to.0,
             });
             rec.ids.insert(index, id);
         }
         let b = self.slab.get_mut(index);
         b.state = BlockState::Allocated;
+        b.stream = to;
         b.requested = requested;
         let size = b.size;
         let s = &mut self.stats;
@@ -394,8 +417,16 @@ impl AllocState {
         let mut done = std::mem::take(&mut self.scratch);
         done.clear();
         let mut failed = Vec::new();
-        self.pending
-            .seal(&*self.backend, &mut self.stats, &mut done, &mut failed);
+        // A stream found idle has finished every free on it so far: memory it freed may
+        // serve other streams without another query (`sharing`).
+        let (fences, tick) = (&mut self.fences, self.tick);
+        self.pending.seal(
+            &*self.backend,
+            &mut self.stats,
+            &mut done,
+            &mut failed,
+            |stream| fences.synced(stream, tick),
+        );
         self.finish_pending(&done);
         self.scratch = done;
         let mut result = Ok(());
@@ -440,23 +471,15 @@ impl AllocState {
     /// makes it its arena's wilderness).
     #[inline(always)]
     pub(super) fn free_block(&mut self, index: u32) {
-        let (pool, stream, size, prev, next, segment) = {
+        let (pool, stream, size, segment) = {
             let b = self.slab.get_mut(index);
             b.state = BlockState::Free;
-            (b.pool, b.stream, b.size, b.prev, b.next, b.segment)
+            (b.pool, b.stream, b.size, b.segment)
         };
         self.stats.active.sub(pool, 1);
         self.stats.active_bytes.sub(pool, size);
         // Inactive splits, net: free neighbours leave them, the merged block may join.
-        let (mut split_blocks, mut split_bytes) = (0i64, 0i64);
-        for (other, before) in [(prev, true), (next, false)] {
-            if other != NIL && self.slab.get(other).state == BlockState::Free {
-                let (left, left_bytes) = self.slab.get(other).split_share();
-                split_blocks -= left;
-                split_bytes -= left_bytes;
-                self.absorb(index, other, before);
-            }
-        }
+        let (mut split_blocks, mut split_bytes) = self.absorb_neighbours(index, stream);
         self.tick += 1;
         self.slab.get_mut(index).freed_at = self.tick;
         self.fences.note_free(stream, self.tick);
@@ -474,13 +497,41 @@ impl AllocState {
         self.place_free(index, stream, pool);
     }
 
+    /// Merges into free block `index` (of `stream`) its free neighbours, on both sides,
+    /// while they may serve `stream` (`sharing`: across streams, a neighbour holding
+    /// memory of a stream still at work stays apart). Returns what the merged neighbours
+    /// took from the inactive-split statistics (blocks, bytes), for the caller to count.
+    #[inline(always)]
+    pub(super) fn absorb_neighbours(&mut self, index: u32, stream: StreamId) -> (i64, i64) {
+        let (mut blocks, mut bytes) = (0i64, 0i64);
+        for before in [true, false] {
+            loop {
+                let other = {
+                    let b = self.slab.get(index);
+                    if before { b.prev } else { b.next }
+                };
+                if other == NIL
+                    || self.slab.get(other).state != BlockState::Free
+                    || (self.share && !self.clean_for(other, stream))
+                {
+                    break;
+                }
+                let (left, left_bytes) = self.slab.get(other).split_share();
+                blocks -= left;
+                bytes -= left_bytes;
+                self.absorb(index, other, before);
+            }
+        }
+        (blocks, bytes)
+    }
+
     /// Merges free neighbour `other` (before `index` when `before`) into `index`; the
     /// caller counts the inactive splits.
     #[inline(always)]
-    fn absorb(&mut self, index: u32, other: u32, before: bool) {
-        let (o_addr, o_size, o_prev, o_next, o_stream, o_pool) = {
+    pub(super) fn absorb(&mut self, index: u32, other: u32, before: bool) {
+        let (o_addr, o_size, o_prev, o_next, o_stream, o_pool, o_freed_at) = {
             let o = self.slab.get(other);
-            (o.addr, o.size, o.prev, o.next, o.stream, o.pool)
+            (o.addr, o.size, o.prev, o.next, o.stream, o.pool, o.freed_at)
         };
         // (Its inactive-split statistics are the caller's.)
         self.unplace_free(other, o_stream, o_pool);
@@ -504,6 +555,12 @@ impl AllocState {
             let b = self.slab.get_mut(index);
             b.next = o_next;
             b.size += o_size;
+        }
+        // Memory of the same stream: the newest free decides what it waits for (memory of
+        // another stream joins only once that stream's work on it is done).
+        let b = self.slab.get_mut(index);
+        if b.stream == o_stream {
+            b.freed_at = b.freed_at.max(o_freed_at);
         }
         self.slab.remove(other);
     }

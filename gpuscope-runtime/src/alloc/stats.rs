@@ -179,9 +179,13 @@ pub struct MemoryStats {
     /// polled on `allocate`, and fences polled before memory goes back.
     pub num_event_queries: u64,
     /// Streams queried (`cuStreamQuery`), never blocking: on `allocate`, once per
-    /// stream that blocks freed since the last allocation were used on; an idle stream
-    /// gives them back without an event.
+    /// stream that blocks freed since the last allocation were used on (an idle stream
+    /// gives them back without an event), and the queries of `num_sharing_queries`.
     pub num_stream_queries: u64,
+    /// Of `num_stream_queries`, those asking whether a stream's work before a free is
+    /// done, so that its memory may serve another stream (`share_across_streams`): at
+    /// most once per stream in an allocation, and on a free next to such memory.
+    pub num_sharing_queries: u64,
     /// Fences recorded on streams (`record_fence`, at scope exit).
     pub num_fences: u64,
     /// Times the allocator waited for a fence's event (rather than the whole stream)
@@ -368,6 +372,7 @@ impl MemoryStats {
         self.num_event_records = 0;
         self.num_event_queries = 0;
         self.num_stream_queries = 0;
+        self.num_sharing_queries = 0;
         self.num_fences = 0;
         self.num_fence_waits = 0;
     }
@@ -452,6 +457,7 @@ impl MemoryStats {
             ("num_event_records", self.num_event_records),
             ("num_event_queries", self.num_event_queries),
             ("num_stream_queries", self.num_stream_queries),
+            ("num_sharing_queries", self.num_sharing_queries),
             ("num_fences", self.num_fences),
             ("num_fence_waits", self.num_fence_waits),
         ] {

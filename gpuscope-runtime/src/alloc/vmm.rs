@@ -1,6 +1,7 @@
 //! Virtual memory: arenas, growth at the top, the wilderness, and chunks going back.
 //!
-//! Each (stream, pool) reserves an address arena the first time it grows (the device's
+//! Each pool (shared by every stream, or each stream's with `share_across_streams:False`)
+//! reserves an address arena the first time it grows (the device's
 //! capacity of address space, so it never runs out in practice; a smaller one if the
 //! driver refuses). Memory is mapped from the arena's base upwards; the free block that
 //! ends at the top of the mapped memory is the arena's *wilderness*:
@@ -84,23 +85,32 @@ pub(super) fn growth_size(
 }
 
 impl AllocState {
-    /// The arenas of `stream`'s `pool`, oldest first.
+    /// The arenas of `stream`'s `pool` (every stream's, when they share), oldest first.
     #[inline]
     pub(super) fn arenas_of(&self, stream: StreamId, pool: Pool) -> &[u32] {
         self.arena_lists
-            .get(stream.index())
+            .get(self.slot(stream))
             .map_or(&[][..], |l| &l[pool.index()][..])
     }
 
-    /// The smallest wilderness of `stream`'s `pool` that holds `rounded` bytes.
+    /// The smallest wilderness of `stream`'s `pool` that holds `rounded` bytes and may
+    /// serve `stream` (`sharing`).
     #[inline]
-    pub(super) fn find_wild(&self, stream: StreamId, pool: Pool, rounded: usize) -> Option<u32> {
+    pub(super) fn find_wild(
+        &mut self,
+        stream: StreamId,
+        pool: Pool,
+        rounded: usize,
+    ) -> Option<u32> {
         let mut best: Option<(usize, u32)> = None;
-        for &a in self.arenas_of(stream, pool) {
-            let w = self.arenas[a as usize].wild;
+        for i in 0..self.arenas_of(stream, pool).len() {
+            let w = self.arenas[self.arenas_of(stream, pool)[i] as usize].wild;
             if w != NIL {
                 let size = self.slab.get(w).size;
-                if size >= rounded && best.is_none_or(|(s, _)| size < s) {
+                if size >= rounded
+                    && best.is_none_or(|(s, _)| size < s)
+                    && self.clean_for(w, stream)
+                {
                     best = Some((size, w));
                 }
             }
@@ -121,6 +131,10 @@ impl AllocState {
             Some(found) => found,
             None => (self.new_arena(stream, pool, rounded)?, 0),
         };
+        if have >= rounded {
+            // Free neighbours merged on the way here (`sharing`) made it large enough.
+            return Ok(self.arenas[arena as usize].wild);
+        }
         let need = (rounded - have).div_ceil(page) * page;
         let (room, step) = {
             let a = &self.arenas[arena as usize];
@@ -163,23 +177,33 @@ impl AllocState {
         if pool == Pool::Large {
             self.arenas[arena as usize].growth_run = Some(size);
         }
-        Ok(self.extend_arena(arena, chunk, size))
+        Ok(self.extend_arena(arena, chunk, size, stream))
     }
 
     /// The newest arena of `stream`'s `pool` whose wilderness plus the address space
-    /// above it holds `rounded`, with the wilderness's size.
-    fn growable_arena(&self, stream: StreamId, pool: Pool, rounded: usize) -> Option<(u32, usize)> {
+    /// above it holds `rounded`, with the wilderness's size (0 when the wilderness holds
+    /// memory of another stream still at work: the growth then lies above it).
+    fn growable_arena(
+        &mut self,
+        stream: StreamId,
+        pool: Pool,
+        rounded: usize,
+    ) -> Option<(u32, usize)> {
         let page = self.page;
-        self.arenas_of(stream, pool).iter().rev().find_map(|&a| {
-            let arena = &self.arenas[a as usize];
-            let have = if arena.wild == NIL {
+        for i in (0..self.arenas_of(stream, pool).len()).rev() {
+            let a = self.arenas_of(stream, pool)[i];
+            let wild = self.arenas[a as usize].wild;
+            let have = if wild == NIL || !self.clean_for(wild, stream) {
                 0
             } else {
-                self.slab.get(arena.wild).size
+                self.slab.get(wild).size
             };
             let need = rounded.saturating_sub(have).div_ceil(page) * page;
-            (arena.room() >= need).then_some((a, have))
-        })
+            if self.arenas[a as usize].room() >= need {
+                return Some((a, have));
+            }
+        }
+        None
     }
 
     /// Reserves a new arena for `stream`'s `pool` that holds at least `at_least` bytes:
@@ -208,11 +232,11 @@ impl AllocState {
         };
         self.arenas.push(Arena::new(base.0, size, stream, pool));
         let index = (self.arenas.len() - 1) as u32;
-        if self.arena_lists.len() <= stream.index() {
-            self.arena_lists
-                .resize_with(stream.index() + 1, Default::default);
+        let slot = self.slot(stream);
+        if self.arena_lists.len() <= slot {
+            self.arena_lists.resize_with(slot + 1, Default::default);
         }
-        self.arena_lists[stream.index()][pool.index()].push(index);
+        self.arena_lists[slot][pool.index()].push(index);
         Ok(index)
     }
 
@@ -239,13 +263,15 @@ impl AllocState {
         }
     }
 
-    /// Adds chunk `chunk` (`size` bytes, mapped at the arena's top) to the arena: the
-    /// segment at the top grows (or a new one starts after a hole) and the new memory
-    /// joins the wilderness. Returns the wilderness.
-    fn extend_arena(&mut self, arena: u32, chunk: u32, size: usize) -> u32 {
-        let (top, stream, pool) = {
+    /// Adds chunk `chunk` (`size` bytes, mapped at the arena's top) to the arena for
+    /// `stream`: the segment at the top grows (or a new one starts after a hole) and the
+    /// new memory joins the wilderness, unless the wilderness holds memory of another
+    /// stream still at work (then the new memory is the wilderness, and the old one an
+    /// ordinary free block). Returns the wilderness.
+    fn extend_arena(&mut self, arena: u32, chunk: u32, size: usize, stream: StreamId) -> u32 {
+        let (top, pool) = {
             let a = &self.arenas[arena as usize];
-            (a.top, a.stream, a.pool)
+            (a.top, a.pool)
         };
         let top_seg = self
             .top_segment(arena)
@@ -280,16 +306,24 @@ impl AllocState {
         };
         self.resize_oversize(pool, old_size, old_size + size);
         let tail = self.tail_block(seg);
-        if self.slab.get(tail).state == BlockState::Free {
+        let tail_free = self.slab.get(tail).state == BlockState::Free;
+        if tail_free && self.is_clean_for(tail, stream) {
             // The wilderness grows.
             self.unindex_free(tail);
             self.slab.get_mut(tail).size += size;
             self.index_free(tail);
             tail
         } else {
+            if tail_free {
+                // Another stream's memory still in use: it stays out of the new wilderness.
+                self.unindex_free(tail);
+            }
             let block = self.slab.insert(top, size, seg, stream, pool);
             self.slab.get_mut(block).prev = tail;
             self.slab.get_mut(tail).next = block;
+            if tail_free {
+                self.index_free(tail);
+            }
             self.index_free(block);
             block
         }
@@ -359,7 +393,8 @@ impl AllocState {
                 return;
             }
         }
-        self.pools[stream.index()][pool.index()].insert(&mut self.slab, index);
+        let slot = self.slot(stream);
+        self.pools[slot][pool.index()].insert(&mut self.slab, index);
     }
 
     /// Takes free block `index` out of its free index or wilderness, uncounting it as an
@@ -391,7 +426,8 @@ impl AllocState {
                 }
             }
         }
-        self.pools[stream.index()][pool.index()].remove(&mut self.slab, index);
+        let slot = self.slot(stream);
+        self.pools[slot][pool.index()].remove(&mut self.slab, index);
     }
 
     /// After the top of `arena` moved: the free block at the new top becomes the
@@ -412,7 +448,8 @@ impl AllocState {
             self.place_free(old, stream, pool);
         }
         if want != NIL {
-            self.pools[stream.index()][pool.index()].remove(&mut self.slab, want);
+            let slot = self.slot(stream);
+            self.pools[slot][pool.index()].remove(&mut self.slab, want);
             self.arenas[arena as usize].wild = want;
         }
     }

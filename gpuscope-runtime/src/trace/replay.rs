@@ -55,6 +55,9 @@ pub struct PassResult {
     pub peak_allocated: usize,
     /// The driver calls the pass made.
     pub calls: DriverCalls,
+    /// Of `calls.stream_queries`, those asking whether one stream's free memory may
+    /// serve another (`share_across_streams`).
+    pub sharing_queries: u64,
 }
 
 /// What a replay measured.
@@ -252,7 +255,10 @@ pub fn replay(
     let mut passes = Vec::new();
     for _ in 0..=options.warm_passes {
         allocator.reset_peak_stats();
-        let before = allocator.stats().driver_calls();
+        let (before, sharing_before) = {
+            let s = allocator.stats();
+            (s.driver_calls(), s.num_sharing_queries)
+        };
         let start = Instant::now();
         for (i, step) in steps.iter().enumerate() {
             let result = match *step {
@@ -295,6 +301,7 @@ pub fn replay(
             peak_reserved: stats.reserved_bytes.all.peak as usize,
             peak_allocated: stats.allocated_bytes.all.peak as usize,
             calls: stats.driver_calls() - before,
+            sharing_queries: stats.num_sharing_queries - sharing_before,
         });
     }
     let stats = allocator.stats();

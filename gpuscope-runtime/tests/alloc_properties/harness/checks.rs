@@ -160,6 +160,7 @@ impl Harness {
             }
             let mut at = seg.base.0;
             let mut prev_free = false;
+            let mut prev_stream = None;
             for b in &seg.blocks {
                 ensure!(
                     b.addr.0 == at,
@@ -174,8 +175,12 @@ impl Harness {
                     b.size
                 );
                 let free = b.state == BlockState::Free;
+                // Sharing streams, free neighbours of two streams may stay apart.
+                let apart = self.vmm
+                    && self.config.share_across_streams
+                    && prev_stream.is_some_and(|s| s != b.stream);
                 ensure!(
-                    !(free && prev_free),
+                    !(free && prev_free) || apart,
                     "free blocks at {} and before it are not merged",
                     b.addr
                 );
@@ -189,6 +194,7 @@ impl Harness {
                     );
                 }
                 prev_free = free;
+                prev_stream = Some(b.stream);
                 at += b.size as u64;
             }
             ensure!(
@@ -231,8 +237,10 @@ impl Harness {
                 b.requested,
                 l.block.size()
             );
+            // Streams that share pools share segments (virtual memory's default).
+            let shared = self.vmm && self.config.share_across_streams;
             ensure!(
-                seg.stream == l.block.stream(),
+                shared || seg.stream == l.block.stream(),
                 "block at {addr} of {} lies in a segment of {}",
                 l.block.stream(),
                 seg.stream

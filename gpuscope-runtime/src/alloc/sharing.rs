@@ -1,0 +1,194 @@
+//! Memory across streams: with virtual memory and `share_across_streams` (the default),
+//! every stream's small and large requests are served from one pool each, as if there
+//! were one stream, except that memory freed on one stream may still be in use by work
+//! queued on it.
+//!
+//! A free block carries the stream that last allocated it and the tick of its free
+//! (`Block::stream`, `Block::freed_at`). It serves its own stream at once, and another
+//! stream once that stream's work queued before the free is known done: the stream's
+//! `completed` tick (`fences`: a completed fence, a synchronisation, or a poll that found
+//! the stream idle) is at least the free's. When the best-fitting block is another
+//! stream's and that is not known, the allocator asks that stream once
+//! (`cuStreamQuery`, non-blocking): idle, every free on it so far is covered and the
+//! block is taken; busy, the search goes on among the blocks that need no wait, asking
+//! each other stream at most once. Free neighbours merge on the same rule, so a free
+//! block never holds memory of two streams whose work may still use it. Nothing waits:
+//! a stream whose work is still running keeps its frees to itself until a later poll.
+//!
+//! In a replay, where every stream is idle when asked, the placement is one pool's best
+//! fit over every free block, as the placement model's `eager` design
+//! (`bench/alloc_model/crossstream.py`), and passes repeat. With `share_across_streams`
+//! off each stream has pools of its own, as in PyTorch.
+
+use smallvec::SmallVec;
+
+use crate::backend::{BackendError, StreamId};
+
+use super::block::{BlockState, NIL};
+use super::fences::Cover;
+use super::rounding::Pool;
+use super::state::AllocState;
+
+impl AllocState {
+    /// The slot of `stream`'s free indexes and arenas: 0 for every stream when they
+    /// share, else the stream's own.
+    #[inline(always)]
+    pub(super) fn slot(&self, stream: StreamId) -> usize {
+        if self.share { 0 } else { stream.index() }
+    }
+
+    /// Whether free block `index` may serve `stream` as far as is known (no query): it
+    /// is `stream`'s own, or its stream's work before its free is done.
+    #[inline(always)]
+    pub(super) fn is_clean_for(&self, index: u32, stream: StreamId) -> bool {
+        let b = self.slab.get(index);
+        b.stream == stream || b.freed_at <= self.fences.completed(b.stream)
+    }
+
+    /// [`Self::is_clean_for`], asking the block's stream whether it is idle when that
+    /// decides it.
+    #[inline(always)]
+    pub(super) fn clean_for(&mut self, index: u32, stream: StreamId) -> bool {
+        if self.is_clean_for(index, stream) {
+            return true;
+        }
+        let owner = self.slab.get(index).stream;
+        self.poll_idle(owner)
+    }
+
+    /// Asks whether `stream` has finished all its queued work (one non-blocking query);
+    /// if so, every free on it so far is covered. A failed query counts as busy: its
+    /// memory waits for a later poll.
+    #[cold]
+    fn poll_idle(&mut self, stream: StreamId) -> bool {
+        self.stats.num_stream_queries += 1;
+        self.stats.num_sharing_queries += 1;
+        if let Ok(true) = self.backend.query_stream(stream) {
+            self.fences.synced(stream, self.tick);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The best-fitting free block of the pool that may serve `stream`, asking each other
+    /// stream at most once, `busy` (just found busy) not again (the slow path of
+    /// `find_free`, when the best fit is a busy stream's).
+    #[cold]
+    pub(super) fn find_usable(
+        &mut self,
+        stream: StreamId,
+        pool: Pool,
+        rounded: usize,
+        busy: StreamId,
+    ) -> Option<u32> {
+        let slot = self.slot(stream);
+        let mut busy: SmallVec<[StreamId; 4]> = smallvec::smallvec![busy];
+        let AllocState {
+            pools,
+            slab,
+            fences,
+            backend,
+            stats,
+            tick,
+            ..
+        } = self;
+        pools[slot][pool.index()].find_where(slab, rounded, |b| {
+            if b.stream == stream || b.freed_at <= fences.completed(b.stream) {
+                return true;
+            }
+            if busy.contains(&b.stream) {
+                return false;
+            }
+            stats.num_stream_queries += 1;
+            stats.num_sharing_queries += 1;
+            if let Ok(true) = backend.query_stream(b.stream) {
+                fences.synced(b.stream, *tick);
+                true
+            } else {
+                busy.push(b.stream);
+                false
+            }
+        })
+    }
+
+    /// Before memory goes back: merges the free neighbours left apart because one held
+    /// another stream's memory still in use when they met, once either side may serve
+    /// the other's stream, waiting for at most `max_wait` to make it so (so that chunks
+    /// across them can go back).
+    pub(super) fn join_free_neighbours(&mut self, max_wait: Cover) -> Result<(), BackendError> {
+        if !self.share {
+            return Ok(());
+        }
+        let mut pairs = Vec::new();
+        for b in self.releasable_candidates() {
+            let next = self.slab.get(b).next;
+            if next != NIL && self.slab.get(next).state == BlockState::Free {
+                pairs.push(b);
+            }
+        }
+        // From the highest address down, so a block a merge removes is never visited.
+        pairs.sort_unstable_by_key(|&b| std::cmp::Reverse(self.slab.get(b).addr));
+        for low in pairs {
+            // A merge below may have taken it, or its neighbour.
+            if self.slab.get(low).state != BlockState::Free {
+                continue;
+            }
+            let high = self.slab.get(low).next;
+            if high == NIL || self.slab.get(high).state != BlockState::Free {
+                continue;
+            }
+            let (low_stream, low_at) = {
+                let b = self.slab.get(low);
+                (b.stream, b.freed_at)
+            };
+            let (high_stream, high_at) = {
+                let b = self.slab.get(high);
+                (b.stream, b.freed_at)
+            };
+            // The merged block keeps the tag of the side that may still be in use.
+            let keep_low = if self.is_clean_for(high, low_stream) {
+                true
+            } else if self.is_clean_for(low, high_stream) {
+                false
+            } else if self.wait_freed_upto(high_stream, high_at, max_wait)? {
+                true
+            } else if self.wait_freed_upto(low_stream, low_at, max_wait)? {
+                false
+            } else {
+                continue;
+            };
+            let (keep, other, before) = if keep_low {
+                (low, high, false)
+            } else {
+                (high, low, true)
+            };
+            self.unindex_free(keep);
+            // `absorb` takes `other` out of its index; its statistics are ours.
+            let (pool, (split, split_bytes)) = {
+                let o = self.slab.get(other);
+                (o.pool, o.split_share())
+            };
+            self.stats.inactive_split.change(pool, -split);
+            self.stats.inactive_split_bytes.change(pool, -split_bytes);
+            self.absorb(keep, other, before);
+            // Neighbours further on may now join it too.
+            let stream = self.slab.get(keep).stream;
+            let (split, split_bytes) = self.absorb_neighbours(keep, stream);
+            self.stats.inactive_split.change(pool, split);
+            self.stats.inactive_split_bytes.change(pool, split_bytes);
+            self.index_free(keep);
+        }
+        Ok(())
+    }
+
+    /// Every free block: the free indexes' and the wildernesses.
+    fn releasable_candidates(&self) -> Vec<u32> {
+        self.pools
+            .iter()
+            .flat_map(|p| p.iter())
+            .flat_map(|index| index.iter(&self.slab))
+            .chain(self.arenas.iter().map(|a| a.wild).filter(|&w| w != NIL))
+            .collect()
+    }
+}
