@@ -56,17 +56,22 @@ impl AllocState {
         self.poll_idle(owner)
     }
 
-    /// Asks whether `stream` has finished all its queued work (one non-blocking query);
-    /// if so, every free on it so far is covered. A failed query counts as busy: its
-    /// memory waits for a later poll.
+    /// Asks whether `stream` has finished all its queued work (one non-blocking query;
+    /// none when it was found busy earlier in the same allocation); if so, every free on
+    /// it so far is covered. A failed query counts as busy: its memory waits for a later
+    /// poll.
     #[cold]
     fn poll_idle(&mut self, stream: StreamId) -> bool {
+        if self.polled_busy == Some(stream) {
+            return false;
+        }
         self.stats.num_stream_queries += 1;
         self.stats.num_sharing_queries += 1;
         if let Ok(true) = self.backend.query_stream(stream) {
             self.fences.synced(stream, self.tick);
             true
         } else {
+            self.polled_busy = Some(stream);
             false
         }
     }
@@ -84,6 +89,7 @@ impl AllocState {
     ) -> Option<u32> {
         let slot = self.slot(stream);
         let mut busy: SmallVec<[StreamId; 4]> = smallvec::smallvec![busy];
+        let polled_busy = &mut self.polled_busy;
         let AllocState {
             pools,
             slab,
@@ -107,6 +113,7 @@ impl AllocState {
                 true
             } else {
                 busy.push(b.stream);
+                *polled_busy = Some(b.stream);
                 false
             }
         })
@@ -190,5 +197,103 @@ impl AllocState {
             .flat_map(|index| index.iter(&self.slab))
             .chain(self.arenas.iter().map(|a| a.wild).filter(|&w| w != NIL))
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::alloc::{AllocConfig, CachingAllocator};
+    use crate::backend::test::{EventMode, TestBackend};
+    use crate::backend::{Backend, StreamId};
+
+    const MIB: usize = 1 << 20;
+
+    /// An allocator with virtual memory whose streams finish their work only when the
+    /// test says so, two streams, and `conf`.
+    fn setup(conf: &str) -> (Arc<TestBackend>, CachingAllocator, StreamId, StreamId) {
+        let dev = Arc::new(
+            TestBackend::builder()
+                .capacity(1 << 30)
+                .virtual_memory(2 * MIB)
+                .event_mode(EventMode::Manual)
+                .build(),
+        );
+        let alloc = CachingAllocator::new(dev.clone(), conf.parse().unwrap()).unwrap();
+        let b = dev.create_stream().unwrap();
+        (dev, alloc, StreamId::DEFAULT, b)
+    }
+
+    #[test]
+    fn a_busy_stream_keeps_its_frees_and_an_idle_one_shares_them() {
+        let (dev, alloc, a, b) = setup("");
+        let x = alloc.allocate(8 * MIB, a).unwrap();
+        dev.launch(a, x.addr(), 8 * MIB).unwrap();
+        let addr = x.addr();
+        alloc.free(x).unwrap();
+        // `a`'s work on it still runs: `b` may not have it (the backend would panic on
+        // the overlap only at unmap; here the address tells), so `b` grows.
+        let y = alloc.allocate(8 * MIB, b).unwrap();
+        assert_ne!(y.addr(), addr, "b took memory a's running work uses");
+        let s = alloc.stats();
+        assert_eq!((s.num_sharing_queries, s.num_stream_syncs), (1, 0));
+        alloc.free(y).unwrap();
+        // Once `a` is idle, one query hands its free to `b` as it is.
+        dev.complete_stream(a);
+        dev.complete_stream(b);
+        let grown = alloc.stats().num_device_alloc;
+        let z = alloc.allocate(8 * MIB, b).unwrap();
+        assert_eq!(z.addr(), addr, "the best fit: the block a freed");
+        let s = alloc.stats();
+        assert_eq!(s.num_device_alloc, grown, "no growth");
+        assert_eq!(s.num_sharing_queries, 2);
+        alloc.free(z).unwrap();
+        alloc.check_invariants().unwrap();
+        alloc.empty_cache().unwrap();
+        assert_eq!(dev.used(), 0);
+    }
+
+    #[test]
+    fn free_neighbours_of_a_busy_stream_stay_apart_until_it_is_done() {
+        let (dev, alloc, a, b) = setup("");
+        let x = alloc.allocate(4 * MIB, a).unwrap();
+        dev.launch(a, x.addr(), 4 * MIB).unwrap();
+        // `b`'s block right above `x` (the wilderness is shared).
+        let y = alloc.allocate(4 * MIB, b).unwrap();
+        assert_eq!(y.addr().0, x.addr().0 + (4 * MIB) as u64);
+        alloc.free(x).unwrap();
+        alloc.free(y).unwrap();
+        let blocks = |alloc: &CachingAllocator| -> usize {
+            alloc.snapshot().iter().map(|s| s.blocks.len()).sum()
+        };
+        // `a` is busy: `y` does not merge with `x`.
+        assert!(blocks(&alloc) >= 2);
+        alloc.check_invariants().unwrap();
+        // Memory going back waits for `a` (here: syncs it) and merges them first, so the
+        // chunk across both goes back too.
+        alloc.empty_cache().unwrap();
+        assert_eq!(dev.used(), 0, "everything went back");
+        alloc.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn without_sharing_each_stream_keeps_its_own_pools() {
+        let (dev, alloc, a, b) = setup("share_across_streams:False");
+        let x = alloc.allocate(8 * MIB, a).unwrap();
+        let addr = x.addr();
+        alloc.free(x).unwrap();
+        dev.complete_stream(a);
+        let y = alloc.allocate(8 * MIB, b).unwrap();
+        assert_ne!(y.addr(), addr);
+        assert_eq!(alloc.stats().num_sharing_queries, 0);
+        alloc.free(y).unwrap();
+    }
+
+    #[test]
+    fn the_configuration_names_the_switch() {
+        let c: AllocConfig = "share_across_streams:False".parse().unwrap();
+        assert!(!c.share_across_streams);
+        assert!(AllocConfig::default().share_across_streams);
     }
 }

@@ -65,6 +65,8 @@ pub(crate) struct AllocState {
     /// free block serves another stream once its stream's work before the free is seen
     /// done (`sharing`).
     pub(super) share: bool,
+    /// A stream a query found busy during the current allocation (not asked again in it).
+    pub(super) polled_busy: Option<StreamId>,
     /// Virtual memory granularity: chunks and mappings are multiples of it.
     pub(super) page: usize,
     pub slab: BlockSlab,
@@ -107,6 +109,7 @@ impl AllocState {
             backend,
             vmm,
             share: vmm && config.share_across_streams,
+            polled_busy: None,
             page,
             slab: BlockSlab::default(),
             segments: Vec::new(),
@@ -221,6 +224,7 @@ impl AllocState {
         let rounded = round_size(size, &self.config);
         let pool = Pool::for_size(rounded);
         self.ensure_stream(stream);
+        self.polled_busy = None;
         let block = match self.find_free(stream, pool, rounded) {
             Some(b) => b,
             None => match if self.vmm {
