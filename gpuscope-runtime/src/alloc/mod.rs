@@ -2,7 +2,8 @@
 //!
 //! Where things live:
 //! - [`caching`]: [`CachingAllocator`], the thread-safe public API, and [`RawBlock`].
-//! - `state`: the hot paths (malloc, free, merge, events) behind the lock; `memory`:
+//! - `state`: the hot paths (malloc, free, events) behind the lock; `merge`: free
+//!   blocks joining their free neighbours; `memory`:
 //!   growing, and giving memory back under pressure, cheapest wait first; `vmm`:
 //!   virtual memory (arenas, growth at the top, the wilderness); `release`: chunks
 //!   going back to the device;
@@ -72,6 +73,7 @@ mod fences;
 mod free_index;
 mod inspect;
 mod memory;
+mod merge;
 pub mod oom;
 mod peer_access;
 mod release;
