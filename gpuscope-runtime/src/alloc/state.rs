@@ -227,14 +227,17 @@ impl AllocState {
         self.polled_busy = None;
         let block = match self.find_free(stream, pool, rounded) {
             Some(b) => b,
-            None => match if self.vmm {
-                self.find_wild(stream, pool, rounded)
-            } else {
-                None
-            } {
-                Some(w) => w,
-                None => self.grow(stream, pool, rounded, size)?,
-            },
+            None => {
+                let wild = if self.vmm {
+                    self.find_wild(stream, pool, rounded)
+                } else {
+                    None
+                };
+                match wild {
+                    Some(w) => w,
+                    None => self.grow(stream, pool, rounded, size)?,
+                }
+            }
         };
         Ok(self.take_block(block, rounded, size, stream))
     }
