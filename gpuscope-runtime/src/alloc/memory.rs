@@ -311,7 +311,7 @@ impl AllocState {
     pub fn release_cached(&mut self, max_wait: Cover) -> Result<usize, BackendError> {
         let orphans = self.release_orphans();
         let released = if self.vmm {
-            self.release_free_chunks(max_wait, |_| false)?
+            self.release_free_chunks(max_wait, max_wait, |_| false)?
         } else {
             let mut released = 0;
             for seg in self.free_device_segments() {
@@ -338,7 +338,8 @@ impl AllocState {
             return Ok(());
         }
         if self.vmm {
-            self.release_free_chunks(Cover::Stream, enough)?;
+            // Garbage collection waits only for the memory it gives back, not to merge.
+            self.release_free_chunks(Cover::Stream, Cover::Done, enough)?;
         } else {
             for seg in self.free_device_segments() {
                 if enough(self) {

@@ -354,13 +354,15 @@ impl AllocState {
 
     /// Gives back every whole chunk inside a free block whose memory needs at most
     /// `max_wait` before it can go (waiting for it), least recently freed first, until
-    /// `enough` returns true. Returns the bytes given back.
+    /// `enough` returns true, after merging the free neighbours of two streams that
+    /// `join_wait` at most lets merge (`sharing`). Returns the bytes given back.
     pub(super) fn release_free_chunks(
         &mut self,
         max_wait: Cover,
+        join_wait: Cover,
         mut enough: impl FnMut(&AllocState) -> bool,
     ) -> Result<usize, BackendError> {
-        self.join_free_neighbours(max_wait)?;
+        self.join_free_neighbours(join_wait.min(max_wait))?;
         let mut released = 0;
         for b in self.releasable_blocks() {
             if enough(self) {
