@@ -32,11 +32,10 @@
 //!    another stream freed once that stream's work before the free is known done (a
 //!    completed fence, or one non-blocking query finding it idle; a busy stream's
 //!    frees wait for a later query, never for the stream); the wilderness only when
-//!    none fits; and grows the
-//!    arena at the top only when the wilderness is too small: one physical chunk of
-//!    what is missing, rounded up to whole pages of PyTorch's expandable segments
-//!    (20 MiB for the large pool, 2 MiB for the small one), mapped and made accessible
-//!    in one call each. So far this is PyTorch's placement with expandable segments
+//!    none fits; and grows the arena at the top only when the wilderness is too small:
+//!    one physical chunk of what is missing, rounded up to whole pages of PyTorch's
+//!    expandable segments (20 MiB for the large pool, 2 MiB for the small one), mapped
+//!    and made accessible in one call each. So far this is PyTorch's placement with expandable segments
 //!    (the placement model gives PyTorch's reserved memory on every trace of
 //!    `tests/data/traces`), with one device allocation per growth where PyTorch makes
 //!    one per page. While a large arena only grows (nothing freed in it since its last
@@ -44,9 +43,9 @@
 //!    5/4 of the last, up to 1/16 of the arena, which keeps the number of device
 //!    allocations logarithmic in the pool's size.
 //! 3. `free` merges with free neighbours (another stream's only once it may serve this
-//!    one) and never gives memory back; a block used on
-//!    other streams (`record_stream`) returns to its pool once their work is done: the
-//!    next `allocate` asks each such stream once for all the frees since the last (an
+//!    one) and never gives memory back; a block used on other streams
+//!    (`record_stream`) returns to its pool once their work is done: the next
+//!    `allocate` asks each such stream once for all the frees since the last (an
 //!    idle stream gives them back at once, a busy one gets one event, polled on later
 //!    allocations).
 //! 4. Memory goes back, as whole chunks inside free blocks, only on `empty_cache`, past
