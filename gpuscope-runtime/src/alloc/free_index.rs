@@ -129,25 +129,32 @@ impl FreeIndex {
     #[inline(always)]
     pub fn find(&self, slab: &BlockSlab, size: usize) -> Option<u32> {
         let c = class_of(size);
-        if let Some(found) = self.best_in_class(slab, c, size) {
+        if let Some(found) = self.best_in_class(slab, c, size, &mut |_| true) {
             return Some(found);
         }
         let next = self.next_nonempty_class(c + 1)?;
-        self.best_in_class(slab, next, size)
+        self.best_in_class(slab, next, size, &mut |_| true)
     }
 
+    /// The smallest block of class `class` of at least `size` bytes that `accept` takes
+    /// (asked only of blocks that fit and would be the best so far; ties: the lowest
+    /// address), among the first [`SCAN_LIMIT`] entries.
     #[inline(always)]
-    fn best_in_class(&self, slab: &BlockSlab, class: usize, size: usize) -> Option<u32> {
+    fn best_in_class(
+        &self,
+        slab: &BlockSlab,
+        class: usize,
+        size: usize,
+        accept: &mut impl FnMut(&Block) -> bool,
+    ) -> Option<u32> {
         let mut cur = self.heads.get(class).copied().unwrap_or(NIL);
         let mut best: Option<(usize, u64, u32)> = None;
         let mut looked = 0;
         while cur != NIL && looked < SCAN_LIMIT {
             let b = slab.get(cur);
-            if b.size >= size {
-                let key = (b.size, b.addr, cur);
-                if best.is_none_or(|(s, a, _)| (key.0, key.1) < (s, a)) {
-                    best = Some(key);
-                }
+            if b.size >= size && best.is_none_or(|(s, a, _)| (b.size, b.addr) < (s, a)) && accept(b)
+            {
+                best = Some((b.size, b.addr, cur));
             }
             cur = b.free_next;
             looked += 1;
@@ -166,21 +173,7 @@ impl FreeIndex {
     ) -> Option<u32> {
         let mut class = class_of(size);
         for _ in 0..WHERE_CLASS_LIMIT {
-            let mut cur = self.heads.get(class).copied().unwrap_or(NIL);
-            let mut best: Option<(usize, u64, u32)> = None;
-            let mut looked = 0;
-            while cur != NIL && looked < SCAN_LIMIT {
-                let b = slab.get(cur);
-                if b.size >= size
-                    && best.is_none_or(|(s, a, _)| (b.size, b.addr) < (s, a))
-                    && accept(b)
-                {
-                    best = Some((b.size, b.addr, cur));
-                }
-                cur = b.free_next;
-                looked += 1;
-            }
-            if let Some((_, _, found)) = best {
+            if let Some(found) = self.best_in_class(slab, class, size, &mut accept) {
                 return Some(found);
             }
             class = self.next_nonempty_class(class + 1)?;

@@ -114,15 +114,20 @@ impl AllocState {
         first.map(|f| (f, last, c0_off))
     }
 
-    /// Free blocks anywhere (indexed or wildernesses) that hold a whole chunk, least
-    /// recently freed first.
-    pub(super) fn releasable_blocks(&self) -> Vec<u32> {
-        let mut out: Vec<(u64, u32)> = self
-            .pools
+    /// Every free block: the free indexes' and the wildernesses.
+    pub(super) fn free_blocks(&self) -> impl Iterator<Item = u32> + '_ {
+        self.pools
             .iter()
             .flat_map(|p| p.iter())
             .flat_map(|index| index.iter(&self.slab))
             .chain(self.arenas.iter().map(|a| a.wild).filter(|&w| w != NIL))
+    }
+
+    /// Free blocks anywhere (indexed or wildernesses) that hold a whole chunk, least
+    /// recently freed first.
+    pub(super) fn releasable_blocks(&self) -> Vec<u32> {
+        let mut out: Vec<(u64, u32)> = self
+            .free_blocks()
             .filter(|&b| self.chunks_inside(b).is_some())
             .map(|b| (self.slab.get(b).freed_at, b))
             .collect();

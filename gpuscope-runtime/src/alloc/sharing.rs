@@ -22,12 +22,13 @@
 
 use smallvec::SmallVec;
 
-use crate::backend::{BackendError, StreamId};
+use crate::backend::{Backend, BackendError, StreamId};
 
-use super::block::{BlockState, NIL};
-use super::fences::Cover;
+use super::block::{Block, BlockState, NIL};
+use super::fences::{Cover, Fences};
 use super::rounding::Pool;
 use super::state::AllocState;
+use super::stats::MemoryStats;
 
 impl AllocState {
     /// The slot of `stream`'s free indexes and arenas: 0 for every stream when they
@@ -41,8 +42,7 @@ impl AllocState {
     /// is `stream`'s own, or its stream's work before its free is done.
     #[inline(always)]
     pub(super) fn is_clean_for(&self, index: u32, stream: StreamId) -> bool {
-        let b = self.slab.get(index);
-        b.stream == stream || b.freed_at <= self.fences.completed(b.stream)
+        serves(self.slab.get(index), stream, &self.fences)
     }
 
     /// [`Self::is_clean_for`], asking the block's stream whether it is idle when that
@@ -65,15 +65,17 @@ impl AllocState {
         if self.polled_busy == Some(stream) {
             return false;
         }
-        self.stats.num_stream_queries += 1;
-        self.stats.num_sharing_queries += 1;
-        if let Ok(true) = self.backend.query_stream(stream) {
-            self.fences.synced(stream, self.tick);
-            true
-        } else {
+        let idle = ask_idle(
+            &*self.backend,
+            &mut self.stats,
+            &mut self.fences,
+            self.tick,
+            stream,
+        );
+        if !idle {
             self.polled_busy = Some(stream);
-            false
         }
+        idle
     }
 
     /// The best-fitting free block of the pool that may serve `stream`, asking each other
@@ -100,22 +102,18 @@ impl AllocState {
             ..
         } = self;
         pools[slot][pool.index()].find_where(slab, rounded, |b| {
-            if b.stream == stream || b.freed_at <= fences.completed(b.stream) {
+            if serves(b, stream, fences) {
                 return true;
             }
             if busy.contains(&b.stream) {
                 return false;
             }
-            stats.num_stream_queries += 1;
-            stats.num_sharing_queries += 1;
-            if let Ok(true) = backend.query_stream(b.stream) {
-                fences.synced(b.stream, *tick);
-                true
-            } else {
+            let idle = ask_idle(&**backend, stats, fences, *tick, b.stream);
+            if !idle {
                 busy.push(b.stream);
                 *polled_busy = Some(b.stream);
-                false
             }
+            idle
         })
     }
 
@@ -127,13 +125,13 @@ impl AllocState {
         if !self.share {
             return Ok(());
         }
-        let mut pairs = Vec::new();
-        for b in self.releasable_candidates() {
-            let next = self.slab.get(b).next;
-            if next != NIL && self.slab.get(next).state == BlockState::Free {
-                pairs.push(b);
-            }
-        }
+        let mut pairs: Vec<u32> = self
+            .free_blocks()
+            .filter(|&b| {
+                let next = self.slab.get(b).next;
+                next != NIL && self.slab.get(next).state == BlockState::Free
+            })
+            .collect();
         // From the highest address down, so a block a merge removes is never visited.
         pairs.sort_unstable_by_key(|&b| std::cmp::Reverse(self.slab.get(b).addr));
         for low in pairs {
@@ -188,16 +186,31 @@ impl AllocState {
         }
         Ok(())
     }
+}
 
-    /// Every free block: the free indexes' and the wildernesses.
-    fn releasable_candidates(&self) -> Vec<u32> {
-        self.pools
-            .iter()
-            .flat_map(|p| p.iter())
-            .flat_map(|index| index.iter(&self.slab))
-            .chain(self.arenas.iter().map(|a| a.wild).filter(|&w| w != NIL))
-            .collect()
+/// Whether free block `b` may serve `stream` as far as `fences` know: it is `stream`'s
+/// own, or its stream's work before its free is done.
+#[inline(always)]
+fn serves(b: &Block, stream: StreamId, fences: &Fences) -> bool {
+    b.stream == stream || b.freed_at <= fences.completed(b.stream)
+}
+
+/// One non-blocking query of `stream` (counted as a sharing query): idle, every free on
+/// it up to `tick` is covered. A failed query counts as busy.
+fn ask_idle(
+    backend: &dyn Backend,
+    stats: &mut MemoryStats,
+    fences: &mut Fences,
+    tick: u64,
+    stream: StreamId,
+) -> bool {
+    stats.num_stream_queries += 1;
+    stats.num_sharing_queries += 1;
+    let idle = matches!(backend.query_stream(stream), Ok(true));
+    if idle {
+        fences.synced(stream, tick);
     }
+    idle
 }
 
 #[cfg(test)]

@@ -131,10 +131,8 @@ impl AllocState {
             Some(found) => found,
             None => (self.new_arena(stream, pool, rounded)?, 0),
         };
-        if have >= rounded {
-            // Free neighbours merged on the way here (`sharing`) made it large enough.
-            return Ok(self.arenas[arena as usize].wild);
-        }
+        // Callers look for cached memory first, after anything that merges blocks.
+        debug_assert!(have < rounded, "growing a wilderness that holds the request");
         let need = (rounded - have).div_ceil(page) * page;
         let (room, step) = {
             let a = &self.arenas[arena as usize];
