@@ -69,15 +69,15 @@ impl PendingFrees {
     /// finished all its work (one `cuStreamQuery`), its blocks go to `done`; otherwise
     /// one event is recorded on it and they wait behind it. The frees of a stream whose
     /// event could not be recorded go to `failed`, for the caller's fallback. Neither
-    /// `done` nor `failed` is counted here any more. `idle` hears of each stream found
-    /// idle.
+    /// `done` nor `failed` is counted here any more. `heard` hears of each stream's
+    /// answer (idle or not; a failed query counts as busy).
     pub fn seal(
         &mut self,
         backend: &dyn Backend,
         stats: &mut MemoryStats,
         done: &mut Vec<u32>,
         failed: &mut Vec<(StreamId, u32)>,
-        mut idle: impl FnMut(StreamId),
+        mut heard: impl FnMut(StreamId, bool),
     ) {
         if self.unsealed.is_empty() {
             return;
@@ -89,8 +89,9 @@ impl PendingFrees {
             let stream = group[0].0;
             stats.num_stream_queries += 1;
             // A query that fails counts as a busy stream: the event decides.
-            if let Ok(true) = backend.query_stream(stream) {
-                idle(stream);
+            let idle = matches!(backend.query_stream(stream), Ok(true));
+            heard(stream, idle);
+            if idle {
                 self.count -= group.len();
                 done.extend(group.iter().map(|&(_, block)| block));
                 continue;
@@ -314,7 +315,7 @@ mod tests {
     /// Seals what was noted; asserts nothing failed and returns the blocks given back.
     fn seal(p: &mut PendingFrees, dev: &TestBackend, stats: &mut MemoryStats) -> Vec<u32> {
         let (mut done, mut failed) = (Vec::new(), Vec::new());
-        p.seal(dev, stats, &mut done, &mut failed, |_| {});
+        p.seal(dev, stats, &mut done, &mut failed, |_, _| {});
         assert!(failed.is_empty());
         done
     }
@@ -428,7 +429,7 @@ mod tests {
         p.add(s, 5);
         dev.fail_call(Call::RecordEvent, 1);
         let (mut done, mut failed) = (Vec::new(), Vec::new());
-        p.seal(&dev, &mut stats, &mut done, &mut failed, |_| {});
+        p.seal(&dev, &mut stats, &mut done, &mut failed, |_, _| {});
         assert_eq!((done, failed), (vec![], vec![(s, 4), (s, 5)]));
         assert!(p.is_empty());
 

@@ -20,8 +20,6 @@
 //! (`bench/alloc_model/crossstream.py`), and passes repeat. With `share_across_streams`
 //! off each stream has pools of its own, as in PyTorch.
 
-use smallvec::SmallVec;
-
 use crate::backend::{Backend, BackendError, StreamId};
 
 use super::block::{Block, BlockState, NIL};
@@ -62,7 +60,7 @@ impl AllocState {
     /// poll.
     #[cold]
     fn poll_idle(&mut self, stream: StreamId) -> bool {
-        if self.polled_busy == Some(stream) {
+        if self.polled_busy.contains(&stream) {
             return false;
         }
         let idle = ask_idle(
@@ -73,25 +71,23 @@ impl AllocState {
             stream,
         );
         if !idle {
-            self.polled_busy = Some(stream);
+            self.polled_busy.push(stream);
         }
         idle
     }
 
     /// The best-fitting free block of the pool that may serve `stream`, asking each other
-    /// stream at most once, `busy` (just found busy) not again (the slow path of
-    /// `find_free`, when the best fit is a busy stream's).
+    /// stream at most once in the allocation, none found busy in it again (the slow path
+    /// of `find_free`, when the best fit is a busy stream's).
     #[cold]
     pub(super) fn find_usable(
         &mut self,
         stream: StreamId,
         pool: Pool,
         rounded: usize,
-        busy: StreamId,
     ) -> Option<u32> {
         let slot = self.slot(stream);
-        let mut busy: SmallVec<[StreamId; 4]> = smallvec::smallvec![busy];
-        let polled_busy = &mut self.polled_busy;
+        let busy = &mut self.polled_busy;
         let AllocState {
             pools,
             slab,
@@ -111,7 +107,6 @@ impl AllocState {
             let idle = ask_idle(&**backend, stats, fences, *tick, b.stream);
             if !idle {
                 busy.push(b.stream);
-                *polled_busy = Some(b.stream);
             }
             idle
         })

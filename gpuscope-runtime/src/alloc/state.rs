@@ -65,8 +65,8 @@ pub(crate) struct AllocState {
     /// free block serves another stream once its stream's work before the free is seen
     /// done (`sharing`).
     pub(super) share: bool,
-    /// A stream a query found busy during the current allocation (not asked again in it).
-    pub(super) polled_busy: Option<StreamId>,
+    /// Streams a query found busy during the current allocation (not asked again in it).
+    pub(super) polled_busy: SmallVec<[StreamId; 2]>,
     /// Virtual memory granularity: chunks and mappings are multiples of it.
     pub(super) page: usize,
     pub slab: BlockSlab,
@@ -109,7 +109,7 @@ impl AllocState {
             backend,
             vmm,
             share: vmm && config.share_across_streams,
-            polled_busy: None,
+            polled_busy: SmallVec::new(),
             page,
             slab: BlockSlab::default(),
             segments: Vec::new(),
@@ -218,13 +218,13 @@ impl AllocState {
         if size > MAX_ALLOCATION {
             return Err(self.too_large(size, stream));
         }
+        self.polled_busy.clear();
         if !self.pending.is_empty() {
             self.process_events()?;
         }
         let rounded = round_size(size, &self.config);
         let pool = Pool::for_size(rounded);
         self.ensure_stream(stream);
-        self.polled_busy = None;
         let block = match self.find_free(stream, pool, rounded) {
             Some(b) => b,
             None => {
@@ -265,8 +265,7 @@ impl AllocState {
     ) -> Option<u32> {
         let mut index = self.pools[self.slot(stream)][pool.index()].find(&self.slab, rounded)?;
         if self.share && !self.clean_for(index, stream) {
-            let busy = self.slab.get(index).stream;
-            index = self.find_usable(stream, pool, rounded, busy)?;
+            index = self.find_usable(stream, pool, rounded)?;
         }
         if pool == Pool::Large {
             let size = self.slab.get(index).size;
@@ -425,14 +424,21 @@ impl AllocState {
         done.clear();
         let mut failed = Vec::new();
         // A stream found idle has finished every free on it so far: memory it freed may
-        // serve other streams without another query (`sharing`).
-        let (fences, tick) = (&mut self.fences, self.tick);
+        // serve other streams without another query (`sharing`); one found busy is not
+        // asked again in the same allocation.
+        let (fences, tick, busy) = (&mut self.fences, self.tick, &mut self.polled_busy);
         self.pending.seal(
             &*self.backend,
             &mut self.stats,
             &mut done,
             &mut failed,
-            |stream| fences.synced(stream, tick),
+            |stream, idle| {
+                if idle {
+                    fences.synced(stream, tick);
+                } else if !busy.contains(&stream) {
+                    busy.push(stream);
+                }
+            },
         );
         self.finish_pending(&done);
         self.scratch = done;
