@@ -244,3 +244,94 @@ fn the_device_reports_its_memory() {
         info.total >> 20
     );
 }
+
+/// A training loop's shape on two busy streams: a loader stream fills the next batch
+/// while the compute stream works on the current one (`record_stream`), and the host
+/// waits for the compute stream once a step (as `loss.item()` does). Whether another
+/// stream's frees are done when the allocator asks now depends on the GPU's timing, not
+/// on a replay's idle streams; with either `share_across_streams` setting, after a few
+/// steps every step is served from the cache: no device allocation or mapping, and the
+/// allocator never waits.
+#[test]
+fn a_prefetching_loop_on_busy_streams_reaches_a_steady_state() {
+    let Some(dev) = cuda() else { return };
+    const MIB: usize = 1 << 20;
+    const STEPS: usize = 40;
+    const WARMUP: usize = 10;
+    for share in ["True", "False"] {
+        let config: AllocConfig = format!("share_across_streams:{share}").parse().unwrap();
+        let alloc = CachingAllocator::new(dev.clone(), config).unwrap();
+        let (loader, compute) = (dev.create_stream().unwrap(), dev.create_stream().unwrap());
+        let ready = dev.create_event().unwrap();
+        let fill = |addr, size, stream, times: usize| {
+            for i in 0..times {
+                // SAFETY: the block is live and `size` bytes long.
+                unsafe { dev.memset(addr, i as u8, size, stream).unwrap() };
+            }
+        };
+        let mut next = alloc.allocate(48 * MIB, loader).unwrap();
+        fill(next.addr(), next.size(), loader, 4);
+        let mut after_warmup = None;
+        for step in 0..STEPS {
+            if step == WARMUP {
+                after_warmup = Some(alloc.stats());
+            }
+            let batch = next;
+            dev.record_event(ready, loader).unwrap();
+            dev.stream_wait_event(compute, ready).unwrap();
+            alloc.record_stream(&batch, compute).unwrap();
+            // The next batch, on the loader, while the compute stream works.
+            next = alloc.allocate(48 * MIB, loader).unwrap();
+            fill(next.addr(), next.size(), loader, 4);
+            // Activations of varying sizes (a varying sequence length), freed in reverse.
+            let acts: Vec<_> = [96, 32 + (step % 3) * 16, 64, 8]
+                .iter()
+                .map(|&m| alloc.allocate(m * MIB, compute).unwrap())
+                .collect();
+            for a in &acts {
+                fill(a.addr(), a.size(), compute, 2);
+            }
+            for a in acts.into_iter().rev() {
+                alloc.free(a).unwrap();
+            }
+            alloc.free(batch).unwrap();
+            dev.synchronize_stream(compute).unwrap();
+        }
+        let (before, after) = (after_warmup.unwrap(), alloc.stats());
+        let grew = |s: &gpuscope_runtime::alloc::MemoryStats| {
+            (
+                s.num_device_alloc,
+                s.num_device_map,
+                s.num_device_unmap,
+                s.num_device_free,
+            )
+        };
+        assert_eq!(
+            grew(&before),
+            grew(&after),
+            "share_across_streams:{share}: steps {WARMUP}..{STEPS} touched device memory"
+        );
+        assert_eq!(
+            (
+                after.num_stream_syncs,
+                after.num_event_syncs,
+                after.num_sync_all_streams
+            ),
+            (0, 0, 0),
+            "share_across_streams:{share}: the allocator waited"
+        );
+        println!(
+            "share_across_streams:{share}: peak reserved {} MiB, device allocations {}, \
+             stream queries {} (sharing {}), event records {}",
+            after.reserved_bytes.all.peak as usize / MIB,
+            after.num_device_alloc,
+            after.num_stream_queries,
+            after.num_sharing_queries,
+            after.num_event_records
+        );
+        alloc.free(next).unwrap();
+        alloc.check_invariants().unwrap();
+        alloc.empty_cache().unwrap();
+        dev.destroy_event(ready).unwrap();
+    }
+}

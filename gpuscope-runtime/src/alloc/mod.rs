@@ -41,7 +41,10 @@
 //!    one per page. While a large arena only grows (nothing freed in it since its last
 //!    growth, as while weights and optimizer state are built), each growth is at least
 //!    5/4 of the last, up to 1/16 of the arena, which keeps the number of device
-//!    allocations logarithmic in the pool's size.
+//!    allocations logarithmic in the pool's size. A stream never grows above a free
+//!    top that holds another stream's memory still in use (that stream could not
+//!    extend it for its own next request): it grows the arena whose top needs the
+//!    least, or a new one.
 //! 3. `free` merges with free neighbours (another stream's only once it may serve this
 //!    one) and never gives memory back; a block used on other streams
 //!    (`record_stream`) returns to its pool once their work is done: the next

@@ -12,7 +12,10 @@
 //!   pool and 2 MiB pages for the small one (the pages of PyTorch's expandable segments;
 //!   while nothing has been freed in a large arena since its last growth, at least 5/4 of
 //!   that growth, up to 1/16 of the arena); one `cuMemMap` and one `cuMemSetAccess` at
-//!   the top.
+//!   the top. With shared pools, the arena grown is the one whose wilderness needs the
+//!   least, passing over any whose wilderness holds another stream's memory still in
+//!   use (a new arena if none is left): growing above it would leave that stream's
+//!   free top unable to grow for its own work.
 //! - Nothing is unmapped or released on `free`.
 //!
 //! Because the wilderness is used last, a workload that repeats makes the same choices
@@ -132,7 +135,10 @@ impl AllocState {
             None => (self.new_arena(stream, pool, rounded)?, 0),
         };
         // Callers look for cached memory first, after anything that merges blocks.
-        debug_assert!(have < rounded, "growing a wilderness that holds the request");
+        debug_assert!(
+            have < rounded,
+            "growing a wilderness that holds the request"
+        );
         let need = (rounded - have).div_ceil(page) * page;
         let (room, step) = {
             let a = &self.arenas[arena as usize];
@@ -178,9 +184,12 @@ impl AllocState {
         Ok(self.extend_arena(arena, chunk, size, stream))
     }
 
-    /// The newest arena of `stream`'s `pool` whose wilderness plus the address space
-    /// above it holds `rounded`, with the wilderness's size (0 when the wilderness holds
-    /// memory of another stream still at work: the growth then lies above it).
+    /// The arena of `stream`'s `pool` that needs the least growth to hold `rounded` (the
+    /// largest wilderness that may serve `stream`, the newest on a tie) among those with
+    /// the address space for it, with its wilderness's size. An arena whose wilderness
+    /// holds memory of another stream still at work is passed over: growing above it
+    /// would leave that stream's free top unable to grow when its own work needs it
+    /// (it grows elsewhere, in a new arena if need be).
     fn growable_arena(
         &mut self,
         stream: StreamId,
@@ -188,20 +197,23 @@ impl AllocState {
         rounded: usize,
     ) -> Option<(u32, usize)> {
         let page = self.page;
+        let mut best: Option<(u32, usize)> = None;
         for i in (0..self.arenas_of(stream, pool).len()).rev() {
             let a = self.arenas_of(stream, pool)[i];
             let wild = self.arenas[a as usize].wild;
-            let have = if wild == NIL || !self.clean_for(wild, stream) {
+            let have = if wild == NIL {
                 0
-            } else {
+            } else if self.clean_for(wild, stream) {
                 self.slab.get(wild).size
+            } else {
+                continue;
             };
             let need = rounded.saturating_sub(have).div_ceil(page) * page;
-            if self.arenas[a as usize].room() >= need {
-                return Some((a, have));
+            if self.arenas[a as usize].room() >= need && best.is_none_or(|(_, h)| have > h) {
+                best = Some((a, have));
             }
         }
-        None
+        best
     }
 
     /// Reserves a new arena for `stream`'s `pool` that holds at least `at_least` bytes:
@@ -263,9 +275,7 @@ impl AllocState {
 
     /// Adds chunk `chunk` (`size` bytes, mapped at the arena's top) to the arena for
     /// `stream`: the segment at the top grows (or a new one starts after a hole) and the
-    /// new memory joins the wilderness, unless the wilderness holds memory of another
-    /// stream still at work (then the new memory is the wilderness, and the old one an
-    /// ordinary free block). Returns the wilderness.
+    /// new memory joins the wilderness. Returns the wilderness.
     fn extend_arena(&mut self, arena: u32, chunk: u32, size: usize, stream: StreamId) -> u32 {
         let (top, pool) = {
             let a = &self.arenas[arena as usize];
@@ -304,24 +314,21 @@ impl AllocState {
         };
         self.resize_oversize(pool, old_size, old_size + size);
         let tail = self.tail_block(seg);
-        let tail_free = self.slab.get(tail).state == BlockState::Free;
-        if tail_free && self.is_clean_for(tail, stream) {
-            // The wilderness grows.
+        if self.slab.get(tail).state == BlockState::Free {
+            // The wilderness grows (`growable_arena` passed over any that may not serve
+            // `stream`).
+            debug_assert!(
+                self.is_clean_for(tail, stream),
+                "growing another stream's busy top"
+            );
             self.unindex_free(tail);
             self.slab.get_mut(tail).size += size;
             self.index_free(tail);
             tail
         } else {
-            if tail_free {
-                // Another stream's memory still in use: it stays out of the new wilderness.
-                self.unindex_free(tail);
-            }
             let block = self.slab.insert(top, size, seg, stream, pool);
             self.slab.get_mut(block).prev = tail;
             self.slab.get_mut(tail).next = block;
-            if tail_free {
-                self.index_free(tail);
-            }
             self.index_free(block);
             block
         }
