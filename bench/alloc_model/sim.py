@@ -27,11 +27,11 @@ SPILL=(1<<62 if os.environ.get('SPILL_MIB')=='inf' else int(os.environ.get('SPIL
 # less; PT_WILDCAND=1: the free top of the arena is an ordinary hole for best fit, not
 # the last resort.
 PT_NOSPLIT=os.environ.get('PT_NOSPLIT')=='1'
-# One arena per pool for every stream (the allocator's `share_across_streams`, its
-# default since the sharing commit; in a replay every stream is idle when asked, so every
-# free serves every stream: crossstream.py's `eager`). SHARE=0: an arena per (stream,
-# pool), the policy before it.
-SHARE=os.environ.get('SHARE','1')!='0'
+# SHARE=1: one arena per pool for every stream (the allocator's
+# `share_across_streams:True`; in a replay every stream is idle when asked, so every free
+# serves every stream: crossstream.py's `eager`). Unset or 0: an arena per (stream,
+# pool), the allocator's default.
+SHARE=os.environ.get('SHARE','0')!='0'
 PT_WILDCAND=os.environ.get('PT_WILDCAND')=='1'
 def r512(s): return max(512,(s+511)//512*512)
 

@@ -1,6 +1,6 @@
 //! The caching allocator driven by an arbitrary sequence of operations (allocate, free,
 //! record_stream, fence, empty_cache, completing events, ...) on the simulated device,
-//! with and without virtual memory, checking its invariants and exact accounting after
+//! with and without virtual memory (and with pools per stream or shared), checking its invariants and exact accounting after
 //! every operation.
 #![no_main]
 
@@ -29,6 +29,8 @@ fuzz_target!(|data: &[u8]| {
     }
     let config = AllocConfig {
         expandable_segments: vmm,
+        // Bit 3: pools shared by every stream.
+        share_across_streams: mode & 8 != 0,
         fence_interval_us: 0,
         ..AllocConfig::default()
     };

@@ -166,13 +166,14 @@ fn a_block_used_on_another_stream_waits_for_its_event() {
     }
 }
 
-/// One pool for every stream (the default): memory a stream freed while its work still
-/// runs is not handed to another stream; once that work is done, one query hands it over
-/// as it is, and what the other stream writes there reads back.
+/// One pool for every stream (`share_across_streams:True`): memory a stream freed while
+/// its work still runs is not handed to another stream; once that work is done, one query
+/// hands it over as it is, and what the other stream writes there reads back.
 #[test]
 fn memory_a_busy_stream_freed_reaches_another_stream_only_once_it_is_done() {
     let Some(dev) = cuda() else { return };
-    let alloc = CachingAllocator::new(dev.clone(), AllocConfig::default()).unwrap();
+    let config: AllocConfig = "share_across_streams:True".parse().unwrap();
+    let alloc = CachingAllocator::new(dev.clone(), config).unwrap();
     let (a, b) = (dev.create_stream().unwrap(), dev.create_stream().unwrap());
     const SIZE: usize = 256 << 20;
     let x = alloc.allocate(SIZE, a).unwrap();

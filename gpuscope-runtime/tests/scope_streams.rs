@@ -29,13 +29,11 @@ fn serial() -> MutexGuard<'static, ()> {
 }
 
 /// A device with virtual memory, a cap of `cap_mib`, manual events, and a second stream,
-/// each stream with pools of its own: memory reaches the other stream by going back to
-/// the device and being mapped again (with the default, shared pools, it is taken as
+/// each stream with pools of its own (the default): memory reaches the other stream by
+/// going back to the device and being mapped again (with shared pools, it is taken as
 /// it is: `shared_pools_hand_a_finished_step_s_memory_to_the_other_stream_as_it_is`).
 fn device(cap_mib: usize) -> (Arc<TestBackend>, Device, StreamId) {
-    device_with(&format!(
-        "memory_limit_mb:{cap_mib},share_across_streams:False"
-    ))
+    device_with(&format!("memory_limit_mb:{cap_mib}"))
 }
 
 /// The same with the allocator configuration `conf`.
@@ -102,7 +100,7 @@ fn memory_a_scope_gave_back_reaches_another_stream_after_its_fence_without_a_str
 fn shared_pools_hand_a_finished_step_s_memory_to_the_other_stream_as_it_is() {
     let _serial = serial();
     set_tracking(true);
-    let (backend, dev, side) = device_with("memory_limit_mb:8");
+    let (backend, dev, side) = device_with("memory_limit_mb:8,share_across_streams:True");
     step(&backend, &dev, true);
     // The step's work still runs: the side stream may not have its memory, and the cap
     // leaves no room for more, so it waits for the scope's fence (not the stream).

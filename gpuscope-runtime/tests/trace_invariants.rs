@@ -160,11 +160,12 @@ fn warm_seals(t: &Trace) -> u64 {
     count
 }
 
-/// With virtual memory (the default). Plain segments follow PyTorch's own policy,
-/// which can still grow in a warm pass (it does on `gpt_generate_kvcache`).
+/// With virtual memory (the default), pools per stream (the default) or shared. Plain
+/// segments follow PyTorch's own policy, which can still grow in a warm pass (it does on
+/// `gpt_generate_kvcache`).
 #[test]
 fn warm_passes_make_no_driver_calls_and_ten_passes_are_alike() {
-    for config in [""] {
+    for config in ["", "share_across_streams:True"] {
         for (name, t) in all_traces() {
             let alloc = CachingAllocator::new(sim(), config.parse().unwrap()).unwrap();
             let r = replay(&alloc, &t, &name, &ReplayOptions { warm_passes: 10 }).unwrap();
@@ -198,10 +199,11 @@ fn warm_passes_make_no_driver_calls_and_ten_passes_are_alike() {
                 "{name}: one stream query per stream for the frees between two allocations \
                  ({record_streams} record_stream ops), and no event on the idle streams"
             );
-            // Streams share pools: memory another stream freed is taken after one query.
+            // Pools per stream: no stream asks about another's memory; shared: only
+            // where there are several streams.
             assert!(
-                t.streams().len() > 1 || sharing == 0,
-                "{name}: one stream, {sharing} sharing queries"
+                sharing == 0 || (!config.is_empty() && t.streams().len() > 1),
+                "{name} ({config:?}): {sharing} sharing queries"
             );
             assert!(r.cold_calls().allocs > 0, "{name}: the cold pass grew");
         }
@@ -239,11 +241,15 @@ fn pytorch_figure(name: &str, field: &str) -> usize {
 /// first step's 2 GiB logits left, so the second step's logits need new memory at the
 /// top of the arena; PyTorch's default allocator, one segment per large request,
 /// reserves 12,916 MiB, its expandable segments 13,544, as gpuscope (BENCHMARKS.md, "A
-/// fifth corpus, held out"). (`cuda_graph_infer`, sixth corpus, was here at 570 MiB
-/// against the recorded 514 until the streams shared one pool: 406.) Pinned, so that a
-/// change either way updates this list.
-const MORE_RESERVED_THAN_PYTORCH: &[(&str, usize)] =
-    &[("large_vocab_lm_train.csv", 14_201_913_344)];
+/// fifth corpus, held out"). `cuda_graph_infer` (sixth corpus): PyTorch's own replay of the
+/// trace reserves the same 570 MiB as gpuscope; the recorded run reserved 514, likely
+/// because part of it came from the CUDA graph's private memory pool, which a trace
+/// does not carry (not verified further; with `share_across_streams:True` gpuscope
+/// reserves 406). Pinned, so that a change either way updates this list.
+const MORE_RESERVED_THAN_PYTORCH: &[(&str, usize)] = &[
+    ("cuda_graph_infer.csv", 597_688_320),
+    ("large_vocab_lm_train.csv", 14_201_913_344),
+];
 
 #[test]
 fn peak_reserved_stays_near_or_below_pytorch() {

@@ -24,45 +24,48 @@
 //! The semantics are PyTorch's CUDA caching allocator's. With virtual memory (the
 //! default on CUDA) the policy differs, and fits in a few lines:
 //!
-//! 1. The small and the large pool are one address arena each, reserved up front and
-//!    shared by every stream; memory is mapped from the bottom up, and the free block at
-//!    the top is the *wilderness*.
-//! 2. `allocate` takes the best-fitting free block of the pool (smallest that fits,
-//!    lowest address among equals) that may serve the stream: one it freed, or one
-//!    another stream freed once that stream's work before the free is known done (a
-//!    completed fence, or one non-blocking query finding it idle; a busy stream's
-//!    frees wait for a later query, never for the stream); the wilderness only when
-//!    none fits; and grows the arena at the top only when the wilderness is too small:
-//!    one physical chunk of what is missing, rounded up to whole pages of PyTorch's
-//!    expandable segments (20 MiB for the large pool, 2 MiB for the small one), mapped
-//!    and made accessible in one call each. So far this is PyTorch's placement with expandable segments
-//!    (the placement model gives PyTorch's reserved memory on every trace of
+//! 1. Each stream's small and large pool is one address arena, reserved up front;
+//!    memory is mapped from the bottom up, and the free block at the top is the
+//!    *wilderness*.
+//! 2. `allocate` takes the best-fitting free block of the stream's pool (smallest that
+//!    fits, lowest address among equals); the wilderness only when none fits; and grows
+//!    the arena at the top only when the wilderness is too small: one physical chunk of
+//!    what is missing, rounded up to whole pages of PyTorch's expandable segments (20 MiB
+//!    for the large pool, 2 MiB for the small one), mapped and made accessible in one
+//!    call each. So far this is PyTorch's placement with expandable segments (the
+//!    placement model gives PyTorch's reserved memory on every trace of
 //!    `tests/data/traces`), with one device allocation per growth where PyTorch makes
 //!    one per page. While a large arena only grows (nothing freed in it since its last
 //!    growth, as while weights and optimizer state are built), each growth is at least
 //!    5/4 of the last, up to 1/16 of the arena, which keeps the number of device
-//!    allocations logarithmic in the pool's size. A stream never grows above a free
-//!    top that holds another stream's memory still in use (that stream could not
-//!    extend it for its own next request): it grows the arena whose top needs the
-//!    least, or a new one.
-//! 3. `free` merges with free neighbours (another stream's only once it may serve this
-//!    one) and never gives memory back; a block used on other streams
-//!    (`record_stream`) returns to its pool once their work is done: the next
-//!    `allocate` asks each such stream once for all the frees since the last (an
+//!    allocations logarithmic in the pool's size.
+//! 3. `free` merges with free neighbours and never gives memory back; a block used on
+//!    other streams (`record_stream`) returns to its pool once their work is done: the
+//!    next `allocate` asks each such stream once for all the frees since the last (an
 //!    idle stream gives them back at once, a busy one gets one event, polled on later
 //!    allocations).
 //! 4. Memory goes back, as whole chunks inside free blocks, only on `empty_cache`, past
 //!    a `garbage_collection_threshold`, or when the device or the cap refuses a growth;
 //!    then memory that needs no wait goes first, memory behind an outstanding fence
-//!    next, memory that needs a stream synchronisation last.
+//!    next, memory that needs a stream synchronisation last. Memory of one stream
+//!    reaches another this way, unmapped and mapped again.
 //!
-//! With `share_across_streams:False`, each stream has its own two arenas, as PyTorch
-//! keeps blocks per stream.
+//! With `share_across_streams:True` (opt-in, `sharing`), the two arenas serve every
+//! stream: a free block serves another stream once the freeing stream's work before the
+//! free is known done (a completed fence, or one non-blocking query finding it idle; a
+//! busy stream's frees wait for a later query, never for the stream); free neighbours of
+//! two streams merge on the same rule; and a stream never grows above a free top that
+//! holds another stream's memory still in use (it grows the arena whose top needs the
+//! least, or a new one). Where the other streams are idle when a stream allocates (a
+//! replay) this reserves less; where they are busy, memory drifts to whichever stream
+//! finds it free and the pool grows (`tests/busy_replay.rs`), which is why it is off by
+//! default.
 //!
 //! Because of (2), a workload that repeats makes in every later pass exactly the
-//! choices of its first pass (with several streams, when their work is done as it was
-//! then, as in a replay): a later pass sees, at each step, the free blocks the first
-//! pass saw, plus a wilderness that already holds all the first pass grew. Warm passes
+//! choices of its first pass (with shared pools and several streams, when their work
+//! is done as it was then, as in a replay): a later pass sees, at each step, the free
+//! blocks the first pass saw, plus a wilderness that already holds all the first pass
+//! grew. Warm passes
 //! therefore allocate, map, release and wait for nothing (checked on every trace in
 //! `tests/data/traces`), and reserved memory is what the first pass's best fit needed,
 //! plus at most one growth step per arena. Nothing adapts at run time.

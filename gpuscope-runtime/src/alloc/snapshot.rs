@@ -29,8 +29,8 @@ pub struct SegmentInfo {
     /// Its size in bytes.
     pub size: usize,
     /// The stream whose pool it belongs to (with virtual memory and
-    /// `share_across_streams`, the default, the stream that first grew the pool every
-    /// stream shares).
+    /// `share_across_streams:True`, the stream that first grew the pool every stream
+    /// shares).
     pub stream: StreamId,
     /// The pool it belongs to.
     pub pool: Pool,

@@ -1,6 +1,6 @@
 //! Virtual memory: arenas, growth at the top, the wilderness, and chunks going back.
 //!
-//! Each pool (shared by every stream, or each stream's with `share_across_streams:False`)
+//! Each pool (each stream's, or one for every stream with `share_across_streams:True`)
 //! reserves an address arena the first time it grows (the device's
 //! capacity of address space, so it never runs out in practice; a smaller one if the
 //! driver refuses). Memory is mapped from the arena's base upwards; the free block that
