@@ -65,10 +65,10 @@
 //! choices of its first pass (with shared pools and several streams, when their work
 //! is done as it was then, as in a replay): a later pass sees, at each step, the free
 //! blocks the first pass saw, plus a wilderness that already holds all the first pass
-//! grew. Warm passes
-//! therefore allocate, map, release and wait for nothing (checked on every trace in
-//! `tests/data/traces`), and reserved memory is what the first pass's best fit needed,
-//! plus at most one growth step per arena. Nothing adapts at run time.
+//! grew. Warm passes therefore allocate, map, release and wait for nothing (checked on
+//! every trace in `tests/data/traces`, and with streams that lag behind the host in
+//! `tests/busy_replay.rs`), and reserved memory is what the first pass's best fit
+//! needed, plus at most one growth step per arena. Nothing adapts at run time.
 
 mod block;
 pub mod caching;

@@ -275,7 +275,8 @@ impl AllocState {
 
     /// Adds chunk `chunk` (`size` bytes, mapped at the arena's top) to the arena for
     /// `stream`: the segment at the top grows (or a new one starts after a hole) and the
-    /// new memory joins the wilderness. Returns the wilderness.
+    /// new memory joins the wilderness (unless it holds memory of another stream still
+    /// at work: then the new memory is the wilderness). Returns the wilderness.
     fn extend_arena(&mut self, arena: u32, chunk: u32, size: usize, stream: StreamId) -> u32 {
         let (top, pool) = {
             let a = &self.arenas[arena as usize];
@@ -314,21 +315,26 @@ impl AllocState {
         };
         self.resize_oversize(pool, old_size, old_size + size);
         let tail = self.tail_block(seg);
-        if self.slab.get(tail).state == BlockState::Free {
-            // The wilderness grows (`growable_arena` passed over any that may not serve
-            // `stream`).
-            debug_assert!(
-                self.is_clean_for(tail, stream),
-                "growing another stream's busy top"
-            );
+        let tail_free = self.slab.get(tail).state == BlockState::Free;
+        if tail_free && self.is_clean_for(tail, stream) {
+            // The wilderness grows.
             self.unindex_free(tail);
             self.slab.get_mut(tail).size += size;
             self.index_free(tail);
             tail
         } else {
+            // `growable_arena` passes over a top of another stream's memory still in use;
+            // should one get here, it stays out of the new wilderness (never handed out
+            // while in use).
+            if tail_free {
+                self.unindex_free(tail);
+            }
             let block = self.slab.insert(top, size, seg, stream, pool);
             self.slab.get_mut(block).prev = tail;
             self.slab.get_mut(tail).next = block;
+            if tail_free {
+                self.index_free(tail);
+            }
             self.index_free(block);
             block
         }
