@@ -27,7 +27,7 @@ if has tests; then
     # ui (trybuild), the CLI's tests and the architecture check need cargo or the sources' tree.
     [[ $name == ui || $name == lint_cli || $name == replay_cli || $name == view_cli || $name == lint_corpus || $name == architecture ]] && continue
     echo "== $name"
-    timeout 120 "$t" --test-threads=4 --nocapture 2>&1 | grep -E "^test |test result|skipped:|panicked|FAILED|error:" || true
+    timeout 120 "$t" --test-threads=4 --nocapture 2>&1 | grep -E "^test |test result|skipped:|panicked|FAILED|error:|^share_across_streams:" || true
   done > "$out/tests.txt" 2>&1
 fi
 
