@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
         };
         let alloc = CachingAllocator::new(Arc::new(b.build()), config).unwrap();
         // Errors (out of memory, unknown stream) are answers; only panics are bugs.
-        let _ = replay(&alloc, &trace, "fuzz.csv", &ReplayOptions { warm_passes: 1 });
+        let _ = replay(&alloc, &trace, "fuzz.csv", &ReplayOptions { warm_passes: 1, ..Default::default() });
         alloc.check_invariants().unwrap();
     }
 });

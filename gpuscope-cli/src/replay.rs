@@ -44,6 +44,12 @@ pub struct Args {
     /// Warm passes after the cold one.
     #[arg(long, default_value_t = 3)]
     warm_passes: usize,
+    /// Write every block on its stream when it is allocated (and on each stream that
+    /// `record_stream` names), so that on a GPU the streams are busy when the allocator
+    /// asks about them, as in training; the host waits for the device after each pass.
+    /// Read the memory figures and driver calls, not the timings. Not with `--backend sim`.
+    #[arg(long)]
+    touch: bool,
     /// Trace files (CSV: op,id,size,stream), or PyTorch snapshots (pickles of
     /// torch.cuda.memory._dump_snapshot, or the same dict as JSON: their alloc and
     /// free_requested events).
@@ -89,10 +95,18 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             Ok((crate::view_input::shown(p), trace))
         })
         .collect::<Result<_, String>>()?;
+    if args.touch && args.backend == BackendChoice::Sim {
+        return Err(
+            "--touch writes every block, and the simulated device has no memory to \
+                    write: use --backend cuda (or host), or drop --touch"
+                .into(),
+        );
+    }
     let config = AllocConfig::from_env().map_err(|e| e.to_string())?;
     let backend = open_backend(args.backend)?;
     let options = ReplayOptions {
         warm_passes: args.warm_passes,
+        touch: args.touch,
     };
     if args.format == Format::Text {
         let segments = if config.expandable_segments && backend.virtual_memory().is_some() {
@@ -105,9 +119,14 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             "plain device allocations"
         };
         println!(
-            "backend: {} ({}), segments: {segments}, config: {config}",
+            "backend: {} ({}), segments: {segments}, config: {config}{}",
             backend.kind(),
-            backend.name()
+            backend.name(),
+            if args.touch {
+                ", every block written on its stream (--touch)"
+            } else {
+                ""
+            }
         );
     }
     for (name, trace) in &traces {
@@ -117,7 +136,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         let result = replay(&allocator, trace, name, &options).map_err(|e| e.to_string())?;
         match args.format {
             Format::Text => print_text(&result),
-            Format::Json => println!("{}", to_json(&result, args.backend)),
+            Format::Json => println!("{}", to_json(&result, args.backend, args.touch)),
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -176,7 +195,7 @@ fn calls_json(c: &DriverCalls) -> serde_json::Value {
         .into()
 }
 
-fn to_json(r: &ReplayResult, backend: BackendChoice) -> String {
+fn to_json(r: &ReplayResult, backend: BackendChoice, touch: bool) -> String {
     let backend = match backend {
         BackendChoice::Host => "host",
         BackendChoice::Cuda => "cuda",
@@ -185,6 +204,7 @@ fn to_json(r: &ReplayResult, backend: BackendChoice) -> String {
     serde_json::json!({
         "trace": r.trace,
         "backend": backend,
+        "touch": touch,
         "ops": r.ops,
         "cold_ns_per_op": r.cold_ns_per_op,
         "warm_ns_per_op": r.warm_ns_per_op,

@@ -500,3 +500,44 @@ fn a_trace_on_standard_input_replays_as_the_file_does() {
     assert_eq!(out.status.code(), Some(1), "{e}");
     assert!(e.starts_with("error: <stdin>"), "{e}");
 }
+
+/// `--touch` writes every block on its stream: on the host (writes done at once) the
+/// replay places exactly as without it, and says so in the JSON; on the simulated device,
+/// which has no memory to write, it is refused with what to do.
+#[test]
+fn touch_writes_every_block_where_there_is_memory_and_is_refused_on_the_simulated_device() {
+    let t = trace("side_stream_loader_train.csv");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["replay", "--backend", "host", "--format", "json"];
+        args.extend_from_slice(extra);
+        args.push(&t);
+        let out = gpuscope(&args, None);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_str::<serde_json::Value>(String::from_utf8(out.stdout).unwrap().trim())
+            .unwrap()
+    };
+    let (plain, touched) = (run(&[]), run(&["--touch"]));
+    assert_eq!(
+        (&plain["touch"], &touched["touch"]),
+        (&false.into(), &true.into())
+    );
+    for key in [
+        "peak_reserved",
+        "peak_allocated",
+        "device_allocs",
+        "warm_calls",
+    ] {
+        assert_eq!(plain[key], touched[key], "{key}");
+    }
+    let out = gpuscope(&["replay", "--backend", "sim", "--touch", &t], None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--touch") && err.contains("--backend cuda"),
+        "{err}"
+    );
+}

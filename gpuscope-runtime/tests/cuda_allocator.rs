@@ -119,7 +119,16 @@ fn warm_replays_make_no_driver_calls_on_the_gpu() {
     for name in ["side_stream_loader_train.csv", "bert_infer.csv"] {
         let trace = Trace::read(&dir.join(name)).unwrap();
         let alloc = CachingAllocator::new(dev.clone(), AllocConfig::default()).unwrap();
-        let r = replay(&alloc, &trace, name, &ReplayOptions { warm_passes: 3 }).unwrap();
+        let r = replay(
+            &alloc,
+            &trace,
+            name,
+            &ReplayOptions {
+                warm_passes: 3,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(
             r.warm_calls().memory_and_waits(),
             0,

@@ -168,7 +168,16 @@ fn warm_passes_make_no_driver_calls_and_ten_passes_are_alike() {
     for config in ["", "share_across_streams:True"] {
         for (name, t) in all_traces() {
             let alloc = CachingAllocator::new(sim(), config.parse().unwrap()).unwrap();
-            let r = replay(&alloc, &t, &name, &ReplayOptions { warm_passes: 10 }).unwrap();
+            let r = replay(
+                &alloc,
+                &t,
+                &name,
+                &ReplayOptions {
+                    warm_passes: 10,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
             let warm = r.warm_calls();
             assert_eq!(
                 warm.memory_and_waits(),
@@ -256,7 +265,16 @@ fn peak_reserved_stays_near_or_below_pytorch() {
     let mut worst = (String::new(), 0.0);
     for (name, t) in all_traces() {
         let alloc = CachingAllocator::new(sim(), AllocConfig::default()).unwrap();
-        let r = replay(&alloc, &t, &name, &ReplayOptions { warm_passes: 1 }).unwrap();
+        let r = replay(
+            &alloc,
+            &t,
+            &name,
+            &ReplayOptions {
+                warm_passes: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let ratio = r.peak_reserved as f64 / pytorch_reserved(&name) as f64;
         if let Some(&(_, pinned)) = MORE_RESERVED_THAN_PYTORCH.iter().find(|(n, _)| *n == name) {
             assert!(
@@ -312,7 +330,16 @@ const MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH: &[(&str, u64)] = &[
 fn device_allocations_stay_at_most_pytorchs() {
     for (name, t) in all_traces() {
         let alloc = CachingAllocator::new(sim(), AllocConfig::default()).unwrap();
-        let r = replay(&alloc, &t, &name, &ReplayOptions { warm_passes: 1 }).unwrap();
+        let r = replay(
+            &alloc,
+            &t,
+            &name,
+            &ReplayOptions {
+                warm_passes: 1,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let pytorch = pytorch_figure(&name, "num_device_alloc") as u64;
         match MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH
             .iter()

@@ -30,7 +30,10 @@ fn a_recorded_replay_is_the_trace_again() {
         &alloc,
         &original,
         "prefetch",
-        &ReplayOptions { warm_passes: 0 },
+        &ReplayOptions {
+            warm_passes: 0,
+            ..Default::default()
+        },
     )
     .unwrap();
     let recorded = alloc.stop_recording();
@@ -75,7 +78,10 @@ fn a_recorded_replay_is_the_trace_again() {
         &again,
         &parsed,
         "recorded",
-        &ReplayOptions { warm_passes: 0 },
+        &ReplayOptions {
+            warm_passes: 0,
+            ..Default::default()
+        },
     )
     .unwrap();
     assert_eq!(second.peak_allocated, first.peak_allocated);

@@ -27,7 +27,7 @@ use std::time::Instant;
 use crate::alloc::rounding::round_size;
 use crate::alloc::stats::DriverCalls;
 use crate::alloc::{AllocConfig, AllocError, CachingAllocator, RawBlock};
-use crate::backend::StreamId;
+use crate::backend::{Backend, StreamId};
 
 use super::{Trace, TraceOp};
 
@@ -36,11 +36,23 @@ use super::{Trace, TraceOp};
 pub struct ReplayOptions {
     /// Warm passes after the cold one (default 3, as PyTorch's replay does).
     pub warm_passes: usize,
+    /// Whether to write every block on its stream when it is allocated, and again on
+    /// each stream a `record_stream` names (default `false`). On a GPU the writes queue
+    /// work, so the streams are busy when the allocator asks about them, as in a
+    /// training step that the host runs ahead of; without them every stream is idle
+    /// whenever asked. The timings then include the launches; reserved memory, device
+    /// allocations and driver calls are what to read. The host waits for the device at
+    /// the end of each pass, outside the timing (as a loop waits for a step's loss).
+    /// Needs a backend with memory (CUDA or the host, not the simulated device).
+    pub touch: bool,
 }
 
 impl Default for ReplayOptions {
     fn default() -> Self {
-        ReplayOptions { warm_passes: 3 }
+        ReplayOptions {
+            warm_passes: 3,
+            touch: false,
+        }
     }
 }
 
@@ -262,15 +274,21 @@ pub fn replay(
         let start = Instant::now();
         for (i, step) in steps.iter().enumerate() {
             let result = match *step {
-                Step::Alloc { slot, size, stream } => allocator
-                    .allocate(size, stream)
-                    .map(|b| live[slot as usize] = Some(b)),
+                Step::Alloc { slot, size, stream } => {
+                    allocator.allocate(size, stream).and_then(|b| {
+                        let touched = touch(&*backend, options, &b, stream);
+                        live[slot as usize] = Some(b);
+                        touched
+                    })
+                }
                 Step::Free { slot } => match live.get_mut(slot as usize).and_then(Option::take) {
                     Some(block) => allocator.free(block),
                     None => Ok(()),
                 },
                 Step::Record { slot, stream } => match live.get(slot as usize) {
-                    Some(Some(block)) => allocator.record_stream(block, stream),
+                    Some(Some(block)) => allocator
+                        .record_stream(block, stream)
+                        .and_then(|()| touch(&*backend, options, block, stream)),
                     _ => Ok(()),
                 },
             };
@@ -289,6 +307,13 @@ pub fn replay(
         }
         let elapsed = start.elapsed().as_nanos() as f64;
         let ns_per_op = elapsed / steps.len().max(1) as f64;
+        if options.touch {
+            // The host waits for the pass's work, as a training loop waits for a step's
+            // loss (not the allocator: its statistics do not count it).
+            backend
+                .synchronize_device()
+                .map_err(|e| setup("waiting for the pass's writes", e.into()))?;
+        }
         // What the trace left live is freed outside the timing, so passes start alike.
         for block in live.iter_mut().filter_map(Option::take) {
             allocator
@@ -322,6 +347,23 @@ pub fn replay(
         device_frees: stats.num_device_free,
         passes,
     })
+}
+
+/// With [`ReplayOptions::touch`], writes `block` on `stream` (queued work on a GPU).
+#[inline]
+fn touch(
+    backend: &dyn Backend,
+    options: &ReplayOptions,
+    block: &RawBlock,
+    stream: StreamId,
+) -> Result<(), AllocError> {
+    if !options.touch {
+        return Ok(());
+    }
+    // SAFETY: the block is live (allocated by the replay and not freed) and `size` bytes
+    // long; only the replay's own writes touch it (a block recorded on another stream
+    // may be written by both, with the same value).
+    unsafe { backend.memset(block.addr(), 0, block.size(), stream) }.map_err(AllocError::from)
 }
 
 /// A trace operation in words, for errors.
