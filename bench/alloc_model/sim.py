@@ -5,7 +5,7 @@ MIB=1<<20; PAGE=2*MIB
 SHARED='*'
 # The growth policy. GROWTH=pages (the default, commit after 1b1ac4b): what is missing in
 # whole 20 MiB (large pool) or 2 MiB (small pool) pages, and in a run of large growths at
-# least 5/4 of the last, up to 1/RUN_DIV of the arena (vmm::growth_size). GROWTH=steps:
+# least 5/4 of the last, up to 1/RUN_DIV of the arena (growth::growth_size). GROWTH=steps:
 # the policy before it (at least 20 MiB or 1/LARGE_DIV of the arena, 5/4 of the last
 # step in a run up to 1/8; small pool half what it maps, 2-8 MiB), with its settings below.
 GROWTH=os.environ.get('GROWTH', 'pages')
@@ -60,7 +60,7 @@ class Arena:
         return a if b[1] and a+b[0]==s.top else None
     def pages(s, short):
         """What a growth maps when the free top is `short` bytes too small
-        (vmm::growth_size); notes a large growth as the run's."""
+        (growth::growth_size); notes a large growth as the run's."""
         q=2*MIB if s.small else 20*MIB
         size=-(-short//q)*q
         if not s.small:

@@ -5,7 +5,8 @@
 //! - `state`: the hot paths (malloc, free, events) behind the lock; `merge`: free
 //!   blocks joining their free neighbours; `memory`:
 //!   growing, and giving memory back under pressure, cheapest wait first; `vmm`:
-//!   virtual memory (arenas, growth at the top, the wilderness); `release`: chunks
+//!   virtual memory (arenas, growth at the top, the wilderness); `growth`: how much
+//!   one growth maps; `release`: chunks
 //!   going back to the device;
 //!   `inspect`: snapshots, reports and the invariant check; `peer_access`: other
 //!   devices given access to the mapped memory ([`CachingAllocator::grant_peer_access`]).
@@ -76,6 +77,7 @@ pub mod config;
 mod events;
 mod fences;
 mod free_index;
+mod growth;
 mod inspect;
 mod memory;
 mod merge;

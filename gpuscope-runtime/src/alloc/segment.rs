@@ -46,7 +46,7 @@ pub(crate) struct Arena {
     pub wild: u32,
     /// The step of the last growth, while nothing in the arena has been freed since:
     /// the arena is in a run of growths (a model's weights and optimizer state being
-    /// built), and the next growth is larger (`vmm::growth_size`). `None` after any free.
+    /// built), and the next growth is larger (`growth::growth_size`). `None` after any free.
     pub growth_run: Option<usize>,
 }
 
