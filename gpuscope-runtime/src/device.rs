@@ -16,8 +16,9 @@ use crate::backend::host::HostBackend;
 use crate::backend::{Backend, BackendError, DeviceAddr, DeviceKind, StreamId};
 use crate::record::{HistoryAction, HistoryRecorder};
 
-/// Why a device could not be opened.
-#[derive(Debug, thiserror::Error)]
+/// Why a device could not be opened. (`Debug` prints the message, so that a `main`
+/// returning it says what to do.)
+#[derive(thiserror::Error)]
 pub enum DeviceError {
     /// `GPUSCOPE_ALLOC_CONF` is invalid.
     #[error(transparent)]
@@ -29,6 +30,8 @@ pub enum DeviceError {
     #[error(transparent)]
     Alloc(#[from] AllocError),
 }
+
+crate::error_fmt::debug_as_display!(DeviceError);
 
 struct DeviceInner {
     backend: Arc<dyn Backend>,

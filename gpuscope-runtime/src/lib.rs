@@ -58,6 +58,7 @@ pub mod backend;
 pub mod device;
 pub mod dist;
 pub mod dtype;
+mod error_fmt;
 pub mod escape;
 pub mod grad;
 pub mod intern;

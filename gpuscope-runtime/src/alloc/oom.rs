@@ -9,8 +9,9 @@ use crate::format_bytes;
 use super::config::ConfigError;
 use super::rounding::Pool;
 
-/// An error from the caching allocator.
-#[derive(Debug, thiserror::Error)]
+/// An error from the caching allocator. (`Debug` prints the message, the out-of-memory
+/// report included, so that a `main` returning it says what happened.)
+#[derive(thiserror::Error)]
 pub enum AllocError {
     /// Nothing could make room for the request; see the report.
     #[error("{0}")]
@@ -26,6 +27,8 @@ pub enum AllocError {
     #[error(transparent)]
     Config(#[from] ConfigError),
 }
+
+crate::error_fmt::debug_as_display!(AllocError);
 
 impl AllocError {
     /// The out-of-memory report, if this is one.

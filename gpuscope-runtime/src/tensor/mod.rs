@@ -65,8 +65,9 @@ use storage::Storage;
 
 pub(crate) use autograd_meta::GradFn;
 
-/// Errors of tensor operations.
-#[derive(Debug, thiserror::Error)]
+/// Errors of tensor operations. (`Debug` prints the message, so that a `main` returning
+/// it says what went wrong.)
+#[derive(thiserror::Error)]
 pub enum TensorError {
     /// The allocator could not provide the memory.
     #[error(transparent)]
@@ -148,6 +149,8 @@ pub enum TensorError {
     #[error("autograd: {0}")]
     Autograd(String),
 }
+
+crate::error_fmt::debug_as_display!(TensorError);
 
 impl TensorError {
     /// Whether this error is the allocator running out of memory (what
