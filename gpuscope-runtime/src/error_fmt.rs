@@ -16,3 +16,37 @@ macro_rules! debug_as_display {
 }
 
 pub(crate) use debug_as_display;
+
+#[cfg(test)]
+mod tests {
+    use crate::alloc::{AllocConfig, AllocError};
+    use crate::{DeviceError, TensorError};
+
+    /// What `fn main() -> Result<(), E>` prints for a bad configuration: the message and
+    /// its help line, not the error's fields.
+    #[test]
+    fn a_main_returning_an_error_prints_its_message() {
+        let bad = "share_across_streams:yes"
+            .parse::<AllocConfig>()
+            .unwrap_err();
+        let device = DeviceError::from(bad.clone());
+        let tensor = TensorError::from(DeviceError::from(bad.clone()));
+        let alloc = AllocError::from(bad);
+        for (debug, display) in [
+            (format!("{device:?}"), device.to_string()),
+            (format!("{tensor:?}"), tensor.to_string()),
+            (format!("{alloc:?}"), alloc.to_string()),
+        ] {
+            assert_eq!(debug, display);
+            assert!(
+                debug.contains("`share_across_streams` takes True or False, got `yes`"),
+                "{debug}"
+            );
+            assert!(
+                debug.contains("help: write `share_across_streams:True`"),
+                "{debug}"
+            );
+            assert!(!debug.contains("ConfigError {"), "{debug}");
+        }
+    }
+}
