@@ -105,8 +105,8 @@ pub struct MemInfo {
     pub total: usize,
 }
 
-/// An error from a backend.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// An error from a backend (`Debug` prints its message, for a `main` that returns it).
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BackendError {
     /// The device has no memory left for a request of this size.
     #[error("the device is out of memory: could not allocate {requested} bytes")]
@@ -142,6 +142,8 @@ pub enum BackendError {
     #[error("no device available: {0}")]
     Unavailable(String),
 }
+
+crate::error_fmt::debug_as_display!(BackendError);
 
 impl BackendError {
     /// Whether this error means the device ran out of memory, so that releasing cached

@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 /// An error of the distributed layer: the launch environment, the rendezvous store,
-/// NCCL, or a collective's arguments. Each says what failed, where, and what to do.
-#[derive(Debug, thiserror::Error)]
+/// NCCL, or a collective's arguments. Each says what failed, where, and what to do
+/// (`Debug` prints the same message, for a `main` that returns it).
+#[derive(thiserror::Error)]
 pub enum DistError {
     /// A launch variable (`RANK`, `WORLD_SIZE`, ...) is missing or malformed.
     #[error("{var}={value:?}: {problem}")]
@@ -92,3 +93,5 @@ pub enum DistError {
     #[error(transparent)]
     Device(#[from] crate::device::DeviceError),
 }
+
+crate::error_fmt::debug_as_display!(DistError);
