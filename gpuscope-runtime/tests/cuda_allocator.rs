@@ -152,6 +152,44 @@ fn warm_replays_make_no_driver_calls_on_the_gpu() {
     }
 }
 
+/// A replay whose blocks are written on their streams (`ReplayOptions::touch`), so that
+/// the streams are busy when the allocator asks about them: it never waits for a stream
+/// or an event, the writes land in memory the replay holds (the driver would fault
+/// otherwise), and with pools per stream the passes after the first few make no device
+/// allocation (on the H100, `side_stream_loader_train` settles in its first pass;
+/// BENCHMARKS.md, "Busy streams on the H100").
+#[test]
+fn replays_with_busy_streams_never_wait() {
+    use gpuscope_runtime::trace::Trace;
+    use gpuscope_runtime::trace::replay::{ReplayOptions, replay};
+    let Some(dev) = cuda() else { return };
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/traces");
+    for name in ["side_stream_loader_train.csv", "prefetch_train.csv"] {
+        let trace = Trace::read(&dir.join(name)).unwrap();
+        let alloc = CachingAllocator::new(dev.clone(), AllocConfig::default()).unwrap();
+        let options = ReplayOptions {
+            warm_passes: 5,
+            touch: true,
+        };
+        let r = replay(&alloc, &trace, name, &options).unwrap();
+        let waits: u64 = r
+            .passes
+            .iter()
+            .map(|p| p.calls.stream_syncs + p.calls.event_syncs)
+            .sum();
+        assert_eq!(waits, 0, "{name}: {:?}", r.passes);
+        let late: u64 = r.passes[3..].iter().map(|p| p.calls.allocs).sum();
+        println!(
+            "{name} (--touch): peak reserved {} MiB, device allocations {}, in passes 4-6 {late}",
+            r.peak_reserved >> 20,
+            r.device_allocs
+        );
+        assert_eq!(late, 0, "{name}: {:?}", r.passes);
+        alloc.check_invariants().unwrap();
+        alloc.empty_cache().unwrap();
+    }
+}
+
 #[test]
 fn a_block_used_on_another_stream_waits_for_its_event() {
     let Some(dev) = cuda() else { return };
