@@ -16,7 +16,7 @@ use std::sync::Arc;
 use gpuscope_runtime::alloc::{AllocConfig, CachingAllocator, RawBlock};
 use gpuscope_runtime::backend::test::TestBackend;
 use gpuscope_runtime::backend::{Backend, StreamId};
-use gpuscope_runtime::trace::replay::{ReplayOptions, replay};
+use gpuscope_runtime::trace::replay::{ReplayOptions, ReplayResult, replay};
 use gpuscope_runtime::trace::{Trace, TraceOp};
 
 fn traces_dir() -> PathBuf {
@@ -260,21 +260,22 @@ const MORE_RESERVED_THAN_PYTORCH: &[(&str, usize)] = &[
     ("large_vocab_lm_train.csv", 14_201_913_344),
 ];
 
+/// A cold pass and a warm one of `t` with the default configuration on the simulated
+/// device.
+fn replay_default(name: &str, t: &Trace) -> ReplayResult {
+    let alloc = CachingAllocator::new(sim(), AllocConfig::default()).unwrap();
+    let options = ReplayOptions {
+        warm_passes: 1,
+        ..Default::default()
+    };
+    replay(&alloc, t, name, &options).unwrap()
+}
+
 #[test]
 fn peak_reserved_stays_near_or_below_pytorch() {
     let mut worst = (String::new(), 0.0);
     for (name, t) in all_traces() {
-        let alloc = CachingAllocator::new(sim(), AllocConfig::default()).unwrap();
-        let r = replay(
-            &alloc,
-            &t,
-            &name,
-            &ReplayOptions {
-                warm_passes: 1,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let r = replay_default(&name, &t);
         let ratio = r.peak_reserved as f64 / pytorch_reserved(&name) as f64;
         if let Some(&(_, pinned)) = MORE_RESERVED_THAN_PYTORCH.iter().find(|(n, _)| *n == name) {
             assert!(
@@ -329,17 +330,7 @@ const MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH: &[(&str, u64)] = &[
 #[test]
 fn device_allocations_stay_at_most_pytorchs() {
     for (name, t) in all_traces() {
-        let alloc = CachingAllocator::new(sim(), AllocConfig::default()).unwrap();
-        let r = replay(
-            &alloc,
-            &t,
-            &name,
-            &ReplayOptions {
-                warm_passes: 1,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let r = replay_default(&name, &t);
         let pytorch = pytorch_figure(&name, "num_device_alloc") as u64;
         match MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH
             .iter()
