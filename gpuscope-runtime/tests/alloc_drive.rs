@@ -74,27 +74,21 @@ fn decoded_bytes_reach_every_operation_and_are_counted() {
     assert!(matches!(ops[5], DriveOp::EmptyCache));
     assert!(matches!(ops[6], DriveOp::Alloc { slot: 2, .. }));
     let dev = Arc::new(TestBackend::builder().virtual_memory(2 << 20).build());
-    let alloc = CachingAllocator::new(dev.clone(), AllocConfig::default()).unwrap();
     let streams = [StreamId::DEFAULT, dev.create_stream().unwrap()];
-    let report = drive(&alloc, &streams, &ops, true).unwrap();
-    assert_eq!((report.allocs, report.frees, report.errors), (3, 3, 0));
     // The fence came before anything was freed on stream 0, so it recorded nothing; the
     // free of the block used on stream 0 was sealed by `empty_cache`: one query found
-    // the stream idle, so no event was needed.
-    let s = alloc.stats();
-    assert_eq!(
-        (s.num_fences, s.num_stream_queries, s.num_event_records),
-        (0, 1, 0)
-    );
-    // With one pool for every stream, the 12 MiB block's free on stream 0 merges with
-    // the block stream 1 freed below it once a second query finds stream 1 idle.
-    let config: AllocConfig = "share_across_streams:True".parse().unwrap();
-    let alloc = CachingAllocator::new(dev.clone(), config).unwrap();
-    let report = drive(&alloc, &streams, &ops, true).unwrap();
-    assert_eq!((report.allocs, report.frees, report.errors), (3, 3, 0));
-    let s = alloc.stats();
-    assert_eq!(
-        (s.num_fences, s.num_stream_queries, s.num_event_records),
-        (0, 2, 0)
-    );
+    // the stream idle, so no event was needed. With one pool for every stream, the
+    // 12 MiB block's free on stream 0 merges with the block stream 1 freed below it once
+    // a second query finds stream 1 idle.
+    for (conf, queries) in [("", 1), ("share_across_streams:True", 2)] {
+        let alloc = CachingAllocator::new(dev.clone(), conf.parse().unwrap()).unwrap();
+        let report = drive(&alloc, &streams, &ops, true).unwrap();
+        assert_eq!((report.allocs, report.frees, report.errors), (3, 3, 0));
+        let s = alloc.stats();
+        assert_eq!(
+            (s.num_fences, s.num_stream_queries, s.num_event_records),
+            (0, queries, 0),
+            "{conf:?}"
+        );
+    }
 }

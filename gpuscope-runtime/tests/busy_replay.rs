@@ -28,10 +28,7 @@ const SETTLE: usize = 3;
 
 /// Work queued on one stream: (address, end) of each launch not known finished, oldest
 /// first.
-#[derive(Default)]
-struct Queue {
-    work: VecDeque<(u64, u64)>,
-}
+type Queue = VecDeque<(u64, u64)>;
 
 /// What one busy replay measured.
 #[derive(Debug)]
@@ -71,12 +68,12 @@ fn busy_replay(trace: &Trace, name: &str, share: bool, lag: usize) -> Busy {
     let launch = |queues: &mut HashMap<StreamId, Queue>, stream: StreamId, b: &RawBlock| {
         dev.launch(stream, b.addr(), b.size()).unwrap();
         let q = queues.entry(stream).or_default();
-        q.work.push_back((b.addr().0, b.addr().0 + b.size() as u64));
+        q.push_back((b.addr().0, b.addr().0 + b.size() as u64));
         // The oldest launches beyond `lag` finish.
-        let done = q.work.len().saturating_sub(lag);
+        let done = q.len().saturating_sub(lag);
         if done > 0 {
             dev.complete_steps(stream, done as u64);
-            q.work.drain(..done);
+            q.drain(..done);
         }
     };
     let mut late = 0;
@@ -92,7 +89,7 @@ fn busy_replay(trace: &Trace, name: &str, share: bool, lag: usize) -> Busy {
                     for (&other, q) in &queues {
                         if other != s {
                             assert!(
-                                !q.work.iter().any(|&(a, e)| a < end && start < e),
+                                !q.iter().any(|&(a, e)| a < end && start < e),
                                 "{name} (share {share}, lag {lag}), pass {pass}, op {i}: {s} got \
                                  memory that work queued on {other} still uses"
                             );
@@ -120,7 +117,7 @@ fn busy_replay(trace: &Trace, name: &str, share: bool, lag: usize) -> Busy {
         // The host waits for the step's results before the next pass.
         for (&s, q) in &mut queues {
             dev.complete_stream(s);
-            q.work.clear();
+            q.clear();
         }
         let after = alloc.stats();
         if pass >= SETTLE {

@@ -115,26 +115,33 @@ fn a_block_across_chunks_of_two_growths_reads_back() {
 /// events and the passes grow).
 static REPLAYS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// Replays `name` of `tests/data/traces` on the GPU with the default configuration.
+fn replay_trace(
+    dev: &Arc<CudaBackend>,
+    name: &str,
+    options: &gpuscope_runtime::trace::replay::ReplayOptions,
+) -> (
+    CachingAllocator,
+    gpuscope_runtime::trace::replay::ReplayResult,
+) {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/traces");
+    let trace = gpuscope_runtime::trace::Trace::read(&dir.join(name)).unwrap();
+    let alloc = CachingAllocator::new(dev.clone(), AllocConfig::default()).unwrap();
+    let r = gpuscope_runtime::trace::replay::replay(&alloc, &trace, name, options).unwrap();
+    (alloc, r)
+}
+
 #[test]
 fn warm_replays_make_no_driver_calls_on_the_gpu() {
-    use gpuscope_runtime::trace::Trace;
-    use gpuscope_runtime::trace::replay::{ReplayOptions, replay};
+    use gpuscope_runtime::trace::replay::ReplayOptions;
     let Some(dev) = cuda() else { return };
     let _alone = REPLAYS.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/traces");
+    let options = ReplayOptions {
+        warm_passes: 3,
+        ..Default::default()
+    };
     for name in ["side_stream_loader_train.csv", "bert_infer.csv"] {
-        let trace = Trace::read(&dir.join(name)).unwrap();
-        let alloc = CachingAllocator::new(dev.clone(), AllocConfig::default()).unwrap();
-        let r = replay(
-            &alloc,
-            &trace,
-            name,
-            &ReplayOptions {
-                warm_passes: 3,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let (alloc, r) = replay_trace(&dev, name, &options);
         assert_eq!(
             r.warm_calls().memory_and_waits(),
             0,
@@ -167,19 +174,15 @@ fn warm_replays_make_no_driver_calls_on_the_gpu() {
 /// timing).
 #[test]
 fn replays_with_busy_streams_never_wait() {
-    use gpuscope_runtime::trace::Trace;
-    use gpuscope_runtime::trace::replay::{ReplayOptions, replay};
+    use gpuscope_runtime::trace::replay::ReplayOptions;
     let Some(dev) = cuda() else { return };
     let _alone = REPLAYS.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/traces");
+    let options = ReplayOptions {
+        warm_passes: 5,
+        touch: true,
+    };
     for name in ["side_stream_loader_train.csv", "prefetch_train.csv"] {
-        let trace = Trace::read(&dir.join(name)).unwrap();
-        let alloc = CachingAllocator::new(dev.clone(), AllocConfig::default()).unwrap();
-        let options = ReplayOptions {
-            warm_passes: 5,
-            touch: true,
-        };
-        let r = replay(&alloc, &trace, name, &options).unwrap();
+        let (alloc, r) = replay_trace(&dev, name, &options);
         let waits: u64 = r
             .passes
             .iter()

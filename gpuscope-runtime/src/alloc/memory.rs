@@ -57,8 +57,7 @@ impl AllocState {
                 segment_size(rounded)
             };
             self.collect_garbage(t, incoming)?;
-            // Free neighbours it merged (`sharing`) may hold the request now.
-            if let Some(b) = self.find_cached(stream, pool, rounded) {
+            if let Some(b) = self.find_merged(stream, pool, rounded) {
                 return Ok(b);
             }
         }
@@ -79,7 +78,7 @@ impl AllocState {
             if self.release_cached(max_wait)? == 0 && max_wait != Cover::Stream {
                 continue;
             }
-            if let Some(b) = self.find_cached(stream, pool, rounded) {
+            if let Some(b) = self.find_merged(stream, pool, rounded) {
                 return Ok(b);
             }
             match self.add_memory(stream, pool, rounded) {
@@ -92,6 +91,18 @@ impl AllocState {
         Err(AllocError::OutOfMemory(Box::new(
             self.oom_report(requested, rounded, pool, stream, cause),
         )))
+    }
+
+    /// After memory went back: with shared pools, free neighbours of two streams merged
+    /// first (`sharing::join_free_neighbours`) may now hold the request. (Giving memory
+    /// back alone makes no free block larger, so pools per stream have nothing to look
+    /// for.)
+    fn find_merged(&mut self, stream: StreamId, pool: Pool, rounded: usize) -> Option<u32> {
+        if self.share {
+            self.find_cached(stream, pool, rounded)
+        } else {
+            None
+        }
     }
 
     /// A cached free block (or wilderness) for `rounded` bytes, if any.
