@@ -3,7 +3,7 @@
 # here: the CUDA tests of the allocator and tensors, bench/compare_torch.sh on every
 # trace of tests/data/traces (three alternated repeats), and the GPT example
 # against torch_gpt.py at both sizes (bench/gpt_run.sh default big). From the
-# repository root on the GPU machine, with .device-bin.tgz carried:
+# repository root on the GPU machine, with .device-bin.txz carried:
 #   bash bench/alloc_gpt_run.sh OUT
 # Everything it writes is packed as OUT/alloc_gpt.tgz; the tables are printed.
 set -uo pipefail

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Collectives on two GPUs (nvidia-h200-x2) with blocking communicators (the default)
 # against non-blocking ones (GPUSCOPE_NCCL_NONBLOCKING=1) and NCCL through PyTorch, in
-# one call, after bench/build_device_bins.sh here (carry .device-bin.tgz). From the
+# one call, after bench/build_device_bins.sh here (carry .device-bin.txz). From the
 # repository root there:
 #
 #   bash bench/dist/collectives_run.sh OUT

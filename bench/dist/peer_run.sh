@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copies between two GPUs (nvidia-h200-x2), after bench/build_device_bins.sh here
-# (carry .device-bin.tgz). From the repository root there:
+# (carry .device-bin.txz). From the repository root there:
 #
 #   bash bench/dist/peer_run.sh OUT
 #

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 15's measurements on a machine with two GPUs (nvidia-h200-x2), gpuscope and its
 # PyTorch anchors in the same call, after bench/build_device_bins.sh here (carry
-# .device-bin.tgz). From the repository root there:
+# .device-bin.txz). From the repository root there:
 #
 #   bash bench/dist/two_gpu_run.sh OUT
 #
