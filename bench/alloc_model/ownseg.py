@@ -11,7 +11,6 @@ top. A free such segment is kept whole for later requests of more than 1/K of it
 prints issue 11's two placement targets before and after, and each trace whose reserved
 memory or device allocations change, or whose second pass grows.
 """
-import glob
 import os
 import sys
 
@@ -72,39 +71,10 @@ def patch(k, min_bytes):
 
 
 def main(argv):
-    dirs = [a for a in argv if "=" not in a]
     env = dict(a.split("=", 1) for a in argv if "=" in a)
     k = float(env.get("K", 2))
     min_bytes = int(env.get("MIN_MIB", 64)) * MIB
-    torch, ours = targets.figures(dirs)
-    rows = []
-    for path in sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv"))):
-        name = os.path.basename(path)
-        if name not in torch or name not in ours:
-            continue
-        before = sim.run(path, sim.bestfit)
-        undo = patch(k, min_bytes)
-        after = sim.run(path, sim.bestfit, passes=3)
-        undo()
-        rows.append((name, before[-1], after))
-    met = {"before": [0, 0], "after": [0, 0]}
-    total = [0, 0]
-    for name, b, a in rows:
-        t = torch[name]
-        better = min(m["peak_reserved"] / m["peak_allocated"] for m in t.values())
-        alloc = ours[name]["peak_allocated"]
-        for key, (res, dev) in (("before", b), ("after", a[-1])):
-            met[key][0] += res * MIB / alloc <= better + 1e-9
-            met[key][1] += dev <= t["default"]["device_allocs"]
-        total[0] += b[0]
-        total[1] += a[-1][0]
-        if b != a[-1] or a[1] != a[-1]:
-            print(f"{name:36s} {b[0]:8.0f} -> {a[-1][0]:8.0f} MiB, device allocs {b[1]} -> "
-                  f"{a[-1][1]}{'' if a[1] == a[-1] else ', third pass grows'}"
-                  f"{'' if a[0] == a[1] else ' (second pass grows)'}")
-    print(f"K={k} MIN_MIB={min_bytes // MIB}: {len(rows)} traces; ratio <= better mode "
-          f"{met['before'][0]} -> {met['after'][0]}, device allocs <= PyTorch "
-          f"{met['before'][1]} -> {met['after'][1]}; reserved {total[0]:.0f} -> {total[1]:.0f} MiB")
+    targets.before_after(argv, lambda: patch(k, min_bytes), f"K={k} MIN_MIB={min_bytes // MIB}")
 
 
 if __name__ == "__main__":

@@ -67,5 +67,45 @@ def main(argv):
           f"device allocs <= PyTorch {dev_met}, both {both}")
 
 
+def before_after(argv, patch, label):
+    """Runs the placement model on every trace of tests/data/traces (TRACES=GLOB for
+    others) that the compare_torch.sh folders among `argv` measured, under the
+    allocator's policy and then under `patch()` (which changes sim's classes and returns
+    a function that undoes it), three passes; prints each trace whose reserved memory or
+    device allocations change or whose later passes grow, and issue 11's two placement
+    targets before and after, after `label`."""
+    dirs = [a for a in argv if "=" not in a]
+    torch, ours = figures(dirs)
+    import sim
+    rows = []
+    for path in sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv"))):
+        name = os.path.basename(path)
+        if name not in torch or name not in ours:
+            continue
+        before = sim.run(path, sim.bestfit)[-1]
+        undo = patch()
+        after = sim.run(path, sim.bestfit, passes=3)
+        undo()
+        rows.append((name, before, after))
+    met = {"before": [0, 0], "after": [0, 0]}
+    total = [0, 0]
+    for name, b, a in rows:
+        t = torch[name]
+        better = min(m["peak_reserved"] / m["peak_allocated"] for m in t.values())
+        alloc = ours[name]["peak_allocated"]
+        for key, (res, dev) in (("before", b), ("after", a[-1])):
+            met[key][0] += res * (1 << 20) / alloc <= better + 1e-9
+            met[key][1] += dev <= t["default"]["device_allocs"]
+        total[0] += b[0]
+        total[1] += a[-1][0]
+        if b != a[-1] or a[0] != a[-1]:
+            print(f"{name:36s} {b[0]:8.0f} -> {a[-1][0]:8.0f} MiB, device allocs {b[1]} -> "
+                  f"{a[-1][1]}{'' if a[0] == a[1] else ' (second pass grows)'}"
+                  f"{'' if a[1] == a[2] else ' (third pass grows)'}")
+    print(f"{label}: {len(rows)} traces; ratio <= better mode {met['before'][0]} -> "
+          f"{met['after'][0]}, device allocs <= PyTorch {met['before'][1]} -> "
+          f"{met['after'][1]}; reserved {total[0]:.0f} -> {total[1]:.0f} MiB")
+
+
 if __name__ == "__main__":
     main(sys.argv[1:])

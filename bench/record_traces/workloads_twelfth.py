@@ -319,21 +319,12 @@ def pcgrad_multitask_train(steps):
 
 # ------------------------------------------------------------------ jagged tensors
 
-class JaggedBlock(nn.Module):
-    """A pre-norm transformer block over a nested (jagged) batch (B, j, d)."""
-
-    def __init__(self, d, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(d)
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-        self.ln2 = nn.LayerNorm(d)
-        self.fc1 = nn.Linear(d, 4 * d)
-        self.fc2 = nn.Linear(4 * d, d)
+class JaggedBlock(Block):
+    """The corpus's pre-norm transformer block over a nested (jagged) batch (B, j, d):
+    the same layers, attention without a mask."""
 
     def forward(self, x):
-        b, d = x.size(0), x.size(-1)
+        d = x.size(-1)
         q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
         q, k, v = (z.unflatten(-1, (self.heads, d // self.heads)).transpose(1, 2)
                    for z in (q, k, v))
