@@ -22,7 +22,8 @@ How the trace is made, from `torch.cuda.memory._snapshot()['device_traces']`:
 - a `free_requested` that is not followed at once by the block's `free_completed`
   means PyTorch deferred the free for events of other streams (`record_stream`): it is
   preceded by `r,ID,0,S`, S the default stream if the block is on another one, else
-  every other stream the trace uses;
+  every other stream the trace uses (or, where no other stream allocates, a stream
+  number of its own: the stream that used the block allocated nothing);
 - frees of blocks allocated before recording started are skipped.
 """
 import json
@@ -45,13 +46,14 @@ import workloads_ninth  # noqa: E402
 import workloads_tenth  # noqa: E402
 import workloads_eleventh  # noqa: E402
 import workloads_twelfth  # noqa: E402
+import workloads_thirteenth  # noqa: E402
 
 WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS, **workloads_third.WORKLOADS,
              **workloads_fourth.WORKLOADS, **workloads_fifth.WORKLOADS,
              **workloads_sixth.WORKLOADS, **workloads_seventh.WORKLOADS,
              **workloads_eighth.WORKLOADS, **workloads_ninth.WORKLOADS,
              **workloads_tenth.WORKLOADS, **workloads_eleventh.WORKLOADS,
-             **workloads_twelfth.WORKLOADS}
+             **workloads_twelfth.WORKLOADS, **workloads_thirteenth.WORKLOADS}
 # Workloads that run one process per GPU under torchrun, and how many (record_all.sh).
 RANKS = workloads_tenth.RANKS
 
@@ -89,13 +91,17 @@ def convert(events):
             counts["frees"] += 1
     # Record-stream lines go before their frees (inserted back to front).
     streams = sorted(dense.values())
+    # A block of the default stream whose free waited, in a trace where no other stream
+    # allocates (it only copies or reads, as a side stream staging a checkpoint to the
+    # host does): the stream that used it gets a number of its own.
+    silent = len(dense)
     for at, ident, s in reversed(deferred):
-        users = [0] if s != 0 else [t for t in streams if t != 0]
+        users = [0] if s != 0 else [t for t in streams if t != 0] or [silent]
         for t in reversed(users):
             lines.insert(at, f"r,{ident},0,{t}")
             counts["record_streams"] += 1
     counts["still_live_at_end"] = len(live)
-    counts["streams"] = len(dense)
+    counts["streams"] = len(dense) + (1 if deferred and len(dense) == 1 else 0)
     return "\n".join(lines) + "\n", counts, actions
 
 

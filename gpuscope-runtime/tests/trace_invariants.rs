@@ -32,8 +32,8 @@ fn all_traces() -> Vec<(String, Trace)> {
         .collect();
     names.sort();
     assert!(
-        names.len() >= 89,
-        "the corpus has {} traces: expected the 3 shared ones, 83 recorded and 3 of the GPT example",
+        names.len() >= 95,
+        "the corpus has {} traces: expected the 3 shared ones, 89 recorded and 3 of the GPT example",
         names.len()
     );
     names
