@@ -10,8 +10,9 @@ Usage, from the repository root:
 CMP_DIR: a compare_torch.sh output folder; prints, per trace, the model's peak reserved
 MiB and pages beside PyTorch's recorded reserved (expandable mode) and device allocations,
 and on how many traces the reserved figures are equal: all 80 of
-bench/results/h100-2026-11-26/22-all-80/cmp, and the 9 of the twelfth corpus
-(bench/results/h100-2026-11-26/36-twelfth-corpus/cmp). (PyTorch's replay counts its device
+bench/results/h100-2026-11-26/22-all-80/cmp, the 9 of the twelfth corpus
+(bench/results/h100-2026-11-26/36-twelfth-corpus/cmp) and the 6 of the thirteenth
+(38-thirteenth-corpus/cmp and async_again/cmp). (PyTorch's replay counts its device
 allocations otherwise: they are not pages.) An earlier version took the free top as an
 ordinary hole and left holes unsplit when 1 MiB or less would remain (sim.py's
 PT_WILDCAND and PT_NOSPLIT): equal on 51 of the 80.

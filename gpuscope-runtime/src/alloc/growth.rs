@@ -16,7 +16,7 @@ pub(super) const RUN_GROWTH_DIVISOR: usize = 16;
 /// ([`LARGE_BUFFER`]) for the large pool, 2 MiB ([`SMALL_BUFFER`]) for the small one.
 /// With the same best fit, this is PyTorch's placement: the placement model
 /// (`bench/alloc_model/torch_expandable.py`) gives the reserved memory PyTorch's
-/// expandable segments measured on all 89 traces of `tests/data/traces`. Unlike PyTorch,
+/// expandable segments measured on all 95 traces of `tests/data/traces`. Unlike PyTorch,
 /// which creates one physical allocation per page, a growth is one allocation.
 ///
 /// While a large arena only grows (nothing freed since its last growth, as while a
@@ -26,10 +26,10 @@ pub(super) const RUN_GROWTH_DIVISOR: usize = 16;
 /// it leaves unused at the top is what the next requests (the first step's activations)
 /// take before the arena grows again.
 ///
-/// Device allocations stay at most PyTorch's on 80 of the 89 traces of
+/// Device allocations stay at most PyTorch's on 86 of the 95 traces of
 /// `tests/data/traces` (`trace_invariants.rs` lists the others), reserved memory at most
-/// that of PyTorch's better mode on 76 (BENCHMARKS.md, "PyTorch's pages" and "A twelfth
-/// corpus, held out").
+/// that of PyTorch's better mode on 80 (BENCHMARKS.md, "PyTorch's pages" and the twelfth
+/// and thirteenth corpora).
 pub(super) fn growth_size(
     pool: Pool,
     short: usize,
