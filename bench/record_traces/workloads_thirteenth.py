@@ -106,6 +106,15 @@ def three_stage_stream_infer(steps):
 
 # --------------------------------------------------------- two models, two streams
 
+def _encode(stream, embed, blocks, x):
+    """The mean-pooled, normalised output of `blocks` over `embed(x)`, on `stream`."""
+    with _on(stream):
+        h = embed(x)
+        for blk in blocks:
+            h = blk(h)
+        return F.normalize(h.mean(dim=1), dim=-1)
+
+
 def two_stream_serving(steps):
     """Two models served at once, each on its own stream: a 12-layer text encoder (d 768,
     fp16) over 8-64 sequences of 64-256 tokens and a ViT-like image encoder (12 blocks,
@@ -132,18 +141,8 @@ def two_stream_serving(steps):
                 for s in (s_text, s_image):
                     if s is not None:
                         s.wait_stream(main)
-                with _on(s_text):
-                    h = text_emb(tokens)
-                    for blk in text:
-                        h = blk(h)
-                    t_vec = F.normalize(h.mean(dim=1), dim=-1)
-                    del h
-                with _on(s_image):
-                    h = patch(pixels)
-                    for blk in image:
-                        h = blk(h)
-                    i_vec = F.normalize(h.mean(dim=1), dim=-1)
-                    del h
+                t_vec = _encode(s_text, text_emb, text, tokens)
+                i_vec = _encode(s_image, patch, image, pixels)
                 if CUDA:
                     tokens.record_stream(s_text)
                     pixels.record_stream(s_image)
