@@ -12,7 +12,9 @@
 //!   pool and 2 MiB pages for the small one (the pages of PyTorch's expandable segments;
 //!   while nothing has been freed in a large arena since its last growth, at least 5/4 of
 //!   that growth, up to 1/16 of the arena); one `cuMemMap` and one `cuMemSetAccess` at
-//!   the top. With shared pools, the arena grown is the one whose wilderness needs the
+//!   the top. A growth larger than 1/160 of the device is mapped in chunks of at most
+//!   that (`growth::chunk_limit`), so that under memory pressure the memory later freed
+//!   inside it can go back chunk by chunk. With shared pools, the arena grown is the one whose wilderness needs the
 //!   least, passing over any whose wilderness holds another stream's memory still in
 //!   use (a new arena if none is left): growing above it would leave that stream's
 //!   free top unable to grow for its own work.
@@ -32,7 +34,7 @@
 use crate::backend::{BackendError, PhysHandle, StreamId};
 
 use super::block::{BlockState, NIL};
-use super::growth::growth_size;
+use super::growth::{chunk_limit, growth_size};
 use super::memory::GrowError;
 use super::rounding::Pool;
 use super::segment::{Arena, PhysChunk, Segment, SegmentMemory, map_chunk};
@@ -72,8 +74,9 @@ impl AllocState {
         best.map(|(_, w)| w)
     }
 
-    /// Grows `stream`'s `pool` so that its wilderness holds `rounded` bytes: one new
-    /// chunk mapped at the top of an arena. Returns the wilderness block.
+    /// Grows `stream`'s `pool` so that its wilderness holds `rounded` bytes: new chunks
+    /// mapped at the top of an arena (one, unless the growth is larger than
+    /// `growth::chunk_limit`). Returns the wilderness block.
     pub(super) fn grow_mapped(
         &mut self,
         stream: StreamId,
@@ -107,14 +110,47 @@ impl AllocState {
             need
         };
         self.check_limit(size)?;
-        let handle = match self.create_chunk(size) {
-            Ok(h) => h,
-            Err(e) if e.is_out_of_memory() && size > need => {
-                size = need;
-                self.create_chunk(size)?
+        // In chunks of at most `largest`: memory freed later goes back under pressure
+        // chunk by chunk (`growth::chunk_limit`).
+        let largest = chunk_limit(self.limit().unwrap_or(self.total_memory), page);
+        let (mut done, mut pieces, mut wild) = (0, 0, NIL);
+        while done < size {
+            let piece = (size - done).min(largest);
+            match self.map_new_chunk(arena, stream, piece) {
+                Ok(w) => {
+                    wild = w;
+                    done += piece;
+                    pieces += 1;
+                }
+                // The device is short of the preferred growth: what is missing will do.
+                Err(e) if e.is_out_of_memory() && size > need => {
+                    size = need.max(done);
+                }
+                Err(e) => {
+                    // What is mapped goes back with the growth that failed: an error
+                    // leaves no whole chunk cached that the retry could not see.
+                    if pieces > 0 {
+                        self.give_back_fresh_chunks(wild, pieces);
+                    }
+                    return Err(e.into());
+                }
             }
-            Err(e) => return Err(e.into()),
-        };
+        }
+        if pool == Pool::Large {
+            self.arenas[arena as usize].growth_run = Some(size);
+        }
+        Ok(wild)
+    }
+
+    /// One new chunk of `size` bytes mapped at the top of `arena` for `stream`: one
+    /// `cuMemCreate`, one `cuMemMap`, one `cuMemSetAccess`. Returns the wilderness.
+    fn map_new_chunk(
+        &mut self,
+        arena: u32,
+        stream: StreamId,
+        size: usize,
+    ) -> Result<u32, BackendError> {
+        let handle = self.create_chunk(size)?;
         let top = self.arenas[arena as usize].top;
         let backend = self.backend.clone();
         let vm = backend.virtual_memory().expect("virtual memory backend");
@@ -126,12 +162,9 @@ impl AllocState {
         if let Err(failure) = mapped {
             let mapped_at = failure.still_mapped.then_some(top);
             self.give_back_chunk(handle, size, mapped_at);
-            return Err(failure.error.into());
+            return Err(failure.error);
         }
         let chunk = self.insert_chunk(PhysChunk { handle, size });
-        if pool == Pool::Large {
-            self.arenas[arena as usize].growth_run = Some(size);
-        }
         Ok(self.extend_arena(arena, chunk, size, stream))
     }
 
