@@ -189,6 +189,9 @@ mod tests {
         assert_eq!(chunk_limit(capacity, 2 * MIB), 200 * MIB);
         let grown = alloc.stats().num_device_alloc;
         assert_eq!(grown, 41);
+        // Each chunk mapped on its own, all made accessible in one call.
+        assert_eq!(alloc.stats().num_device_map, 41);
+        assert_eq!(alloc.stats().num_set_access, 1);
         alloc.free(big).unwrap();
         // The same memory cut into 100 MiB blocks; one in ten stays live.
         let blocks: Vec<_> = (0..80)

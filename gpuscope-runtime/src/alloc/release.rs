@@ -158,19 +158,6 @@ impl AllocState {
         self.carve(index, c0, c1)
     }
 
-    /// Gives back the last `count` chunks of the segment of wilderness `wild`, which a
-    /// growth that could not finish mapped there: no work has used them, so nothing is
-    /// waited for. A failure leaves them orphans, given back with the next release.
-    pub(super) fn give_back_fresh_chunks(&mut self, wild: u32, count: usize) {
-        let seg = self.slab.get(wild).segment;
-        let SegmentMemory::Mapped { chunks, .. } = &self.segment(seg).memory else {
-            unreachable!("a wilderness is mapped memory");
-        };
-        let n = chunks.len();
-        // An unmap that fails leaves its chunk mapped in the segment, free and cached.
-        let _ = self.carve(wild, n - count, n);
-    }
-
     /// Unmaps and releases chunks `c0..c1` of free block `index`'s segment, which lie
     /// inside the block (the caller waited until no queued work uses them), splitting
     /// the segment around the hole. Returns the bytes given back. If an unmap fails,

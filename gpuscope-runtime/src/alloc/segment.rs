@@ -2,18 +2,19 @@
 //!
 //! A segment is either one device allocation (`cudaMalloc`), or, with virtual memory,
 //! a run of physical *chunks* mapped back to back inside an *arena*: an address range
-//! reserved up front for one pool (every stream's, or one stream's: `sharing`). A chunk is one `cuMemCreate`, mapped whole
-//! (CUDA maps a physical allocation only whole) with its own `cuMemMap` and
-//! `cuMemSetAccess`; a growth of the pool creates one chunk and maps it at the arena's
-//! top, so the segment at the top grows in place and its free tail (the arena's
-//! *wilderness*) grows with it.
+//! reserved up front for one pool (every stream's, or one stream's: `sharing`). A chunk
+//! is one `cuMemCreate`, mapped whole (CUDA maps a physical allocation only whole) with
+//! its own `cuMemMap`; a growth of the pool creates one chunk (several side by side when
+//! it is larger than `growth::chunk_limit`), maps it at the arena's top and makes it
+//! accessible (one `cuMemSetAccess` for the growth), so the segment at the top grows in
+//! place and its free tail (the arena's *wilderness*) grows with it.
 //! Chunks go back to the device only whole, when they lie inside a free block
 //! (`empty_cache`, garbage collection, memory pressure); the segment is then split
 //! around the hole.
 
 use std::collections::BTreeMap;
 
-use crate::backend::{BackendError, DeviceAddr, PhysHandle, StreamId, VirtualMemory};
+use crate::backend::{PhysHandle, StreamId};
 
 use super::block::NIL;
 use super::rounding::Pool;
@@ -124,43 +125,4 @@ pub(crate) struct Orphan {
     pub size: usize,
     /// Where it is still mapped, if it is.
     pub mapped: Option<u64>,
-}
-
-/// What [`map_chunk`] did when it failed.
-pub(crate) struct MapFailure {
-    pub error: BackendError,
-    /// The chunk is still mapped at the address (the clean-up unmap failed too).
-    pub still_mapped: bool,
-}
-
-/// Maps `chunk` (`size` bytes) at `addr` and makes it accessible; on failure unmaps
-/// what it mapped. `calls` counts the calls made: maps, set_access, unmaps.
-pub(crate) fn map_chunk(
-    vm: &dyn VirtualMemory,
-    addr: u64,
-    size: usize,
-    chunk: PhysHandle,
-    calls: &mut [u64; 3],
-) -> Result<(), MapFailure> {
-    calls[0] += 1;
-    // SAFETY: the caller hands us an unmapped chunk and an unmapped range of a
-    // reservation.
-    if let Err(error) = unsafe { vm.map(DeviceAddr(addr), size, chunk) } {
-        return Err(MapFailure {
-            error,
-            still_mapped: false,
-        });
-    }
-    calls[1] += 1;
-    // SAFETY: the range was mapped just above.
-    if let Err(error) = unsafe { vm.set_access(DeviceAddr(addr), size) } {
-        calls[2] += 1;
-        // SAFETY: mapped above, never made accessible, so nothing used it.
-        let still_mapped = unsafe { vm.unmap(DeviceAddr(addr), size) }.is_err();
-        return Err(MapFailure {
-            error,
-            still_mapped,
-        });
-    }
-    Ok(())
 }

@@ -13,7 +13,8 @@
 //!   while nothing has been freed in a large arena since its last growth, at least 5/4 of
 //!   that growth, up to 1/16 of the arena); one `cuMemMap` and one `cuMemSetAccess` at
 //!   the top. A growth larger than 1/160 of the device is mapped in chunks of at most
-//!   that (`growth::chunk_limit`), so that under memory pressure the memory later freed
+//!   that (`growth::chunk_limit`; a `cuMemCreate` and a `cuMemMap` each, one
+//!   `cuMemSetAccess` for all), so that under memory pressure the memory later freed
 //!   inside it can go back chunk by chunk. With shared pools, the arena grown is the one whose wilderness needs the
 //!   least, passing over any whose wilderness holds another stream's memory still in
 //!   use (a new arena if none is left): growing above it would leave that stream's
@@ -31,13 +32,13 @@
 //! refuses a growth (`release`); before that the allocator waits until no queued work
 //! uses the memory (`fences`), preferring memory that needs no wait (`memory`).
 
-use crate::backend::{BackendError, PhysHandle, StreamId};
+use crate::backend::{BackendError, DeviceAddr, PhysHandle, StreamId};
 
 use super::block::{BlockState, NIL};
 use super::growth::{chunk_limit, growth_size};
 use super::memory::GrowError;
 use super::rounding::Pool;
-use super::segment::{Arena, PhysChunk, Segment, SegmentMemory, map_chunk};
+use super::segment::{Arena, PhysChunk, Segment, SegmentMemory};
 use super::state::AllocState;
 
 impl AllocState {
@@ -104,7 +105,7 @@ impl AllocState {
         debug_assert!(step >= need, "a growth maps at least what is missing");
         let preferred = step.min(room);
         // The preferred size where the cap leaves room for it, else what is needed.
-        let mut size = if self.check_limit(preferred).is_ok() {
+        let size = if self.check_limit(preferred).is_ok() {
             preferred
         } else {
             need
@@ -113,59 +114,80 @@ impl AllocState {
         // In chunks of at most `largest`: memory freed later goes back under pressure
         // chunk by chunk (`growth::chunk_limit`).
         let largest = chunk_limit(self.limit().unwrap_or(self.total_memory), page);
-        let (mut done, mut pieces, mut wild) = (0, 0, NIL);
-        while done < size {
-            let piece = (size - done).min(largest);
-            match self.map_new_chunk(arena, stream, piece) {
-                Ok(w) => {
-                    wild = w;
-                    done += piece;
-                    pieces += 1;
-                }
-                // The device is short of the preferred growth: what is missing will do.
-                Err(e) if e.is_out_of_memory() && size > need => {
-                    size = need.max(done);
-                }
-                Err(e) => {
-                    // What is mapped goes back with the growth that failed: an error
-                    // leaves no whole chunk cached that the retry could not see.
-                    if pieces > 0 {
-                        self.give_back_fresh_chunks(wild, pieces);
-                    }
-                    return Err(e.into());
-                }
-            }
-        }
+        let (wild, size) = self.map_growth(arena, stream, size, need, largest)?;
         if pool == Pool::Large {
             self.arenas[arena as usize].growth_run = Some(size);
         }
         Ok(wild)
     }
 
-    /// One new chunk of `size` bytes mapped at the top of `arena` for `stream`: one
-    /// `cuMemCreate`, one `cuMemMap`, one `cuMemSetAccess`. Returns the wilderness.
-    fn map_new_chunk(
+    /// Maps `size` bytes at the top of `arena` for `stream` (or only `need`, when the
+    /// device is short of `size`), in chunks of at most `largest`: a `cuMemCreate` and a
+    /// `cuMemMap` for each, then one `cuMemSetAccess` for them all. Returns the
+    /// wilderness and the bytes mapped. On failure nothing stays: what was mapped is
+    /// unmapped and released (no work has used it).
+    fn map_growth(
         &mut self,
         arena: u32,
         stream: StreamId,
-        size: usize,
-    ) -> Result<u32, BackendError> {
-        let handle = self.create_chunk(size)?;
+        mut size: usize,
+        need: usize,
+        largest: usize,
+    ) -> Result<(u32, usize), BackendError> {
         let top = self.arenas[arena as usize].top;
         let backend = self.backend.clone();
         let vm = backend.virtual_memory().expect("virtual memory backend");
-        let mut calls = [0u64; 3];
-        let mapped = map_chunk(vm, top, size, handle, &mut calls);
-        self.stats.num_device_map += calls[0];
-        self.stats.num_set_access += calls[1];
-        self.stats.num_device_unmap += calls[2];
-        if let Err(failure) = mapped {
-            let mapped_at = failure.still_mapped.then_some(top);
-            self.give_back_chunk(handle, size, mapped_at);
-            return Err(failure.error);
+        let mut pieces: Vec<(PhysHandle, usize)> = Vec::new();
+        let mut done = 0;
+        let mut failure = None;
+        while done < size {
+            let piece = (size - done).min(largest);
+            let handle = match self.create_chunk(piece) {
+                Ok(h) => h,
+                // The device is short of the preferred growth: what is missing will do.
+                Err(e) if e.is_out_of_memory() && size > need => {
+                    size = need.max(done);
+                    continue;
+                }
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            };
+            self.stats.num_device_map += 1;
+            // SAFETY: a new chunk, and a range of the arena's reservation above its top,
+            // which nothing maps.
+            if let Err(e) = unsafe { vm.map(DeviceAddr(top + done as u64), piece, handle) } {
+                self.give_back_chunk(handle, piece, None);
+                failure = Some(e);
+                break;
+            }
+            pieces.push((handle, piece));
+            done += piece;
         }
-        let chunk = self.insert_chunk(PhysChunk { handle, size });
-        Ok(self.extend_arena(arena, chunk, size, stream))
+        if failure.is_none() {
+            self.stats.num_set_access += 1;
+            // SAFETY: `done` bytes from `top` were mapped just above, side by side.
+            failure = unsafe { vm.set_access(DeviceAddr(top), done) }.err();
+        }
+        if let Some(e) = failure {
+            let mut at = top;
+            for (handle, piece) in pieces {
+                // Never made accessible, so nothing used it.
+                self.give_back_chunk(handle, piece, Some(at));
+                at += piece as u64;
+            }
+            return Err(e);
+        }
+        let mut wild = NIL;
+        for (handle, piece) in pieces {
+            let chunk = self.insert_chunk(PhysChunk {
+                handle,
+                size: piece,
+            });
+            wild = self.extend_arena(arena, chunk, piece, stream);
+        }
+        Ok((wild, done))
     }
 
     /// The arena of `stream`'s `pool` that needs the least growth to hold `rounded` (the
