@@ -110,6 +110,40 @@ fn a_block_across_chunks_of_two_growths_reads_back() {
     );
 }
 
+/// A growth larger than 1/160 of the device is mapped as several chunks, side by side,
+/// made accessible in one `cuMemSetAccess`; data written across the chunks reads back,
+/// and each chunk goes back on its own.
+#[test]
+fn a_large_growth_is_chunks_made_accessible_at_once() {
+    let Some(dev) = cuda() else { return };
+    let alloc = CachingAllocator::new(dev.clone(), AllocConfig::default()).unwrap();
+    let s = StreamId::DEFAULT;
+    let page = 20usize << 20;
+    let total = dev.mem_info().unwrap().total;
+    let limit = (total / 160 / page * page).max(page);
+    // Two whole chunks and a third of 13 pages.
+    let size = 2 * limit + 13 * page;
+    let big = alloc.allocate(size, s).unwrap();
+    let snap = alloc.snapshot();
+    assert_eq!(snap.len(), 1, "one segment: {snap:?}");
+    assert_eq!(snap[0].chunks, vec![limit, limit, 13 * page]);
+    let st = alloc.stats();
+    assert_eq!(
+        (st.num_device_alloc, st.num_device_map, st.num_set_access),
+        (3, 3, 1)
+    );
+    let data: Vec<u8> = (0..big.size()).map(|j| (j % 239) as u8).collect();
+    unsafe { dev.copy_host_to_device(big.addr(), &data, s).unwrap() };
+    let mut back = vec![0u8; big.size()];
+    unsafe { dev.copy_device_to_host(&mut back, big.addr(), s).unwrap() };
+    assert!(back == data, "data across the three chunks reads back");
+    alloc.free(big).unwrap();
+    alloc.empty_cache().unwrap();
+    let st = alloc.stats();
+    assert_eq!(st.reserved_bytes.all.current, 0);
+    assert_eq!((st.num_device_free, st.num_device_unmap), (3, 3));
+}
+
 /// Held by the replays: the one that writes its blocks keeps the default stream busy,
 /// which the other's warm passes must not see (its `record_stream` frees would wait for
 /// events and the passes grow).
