@@ -18,7 +18,7 @@ use std::sync::Arc;
 use gpuscope_runtime::alloc::{AllocConfig, CachingAllocator, RawBlock};
 use gpuscope_runtime::backend::test::TestBackend;
 use gpuscope_runtime::backend::{Backend, StreamId};
-use gpuscope_runtime::trace::replay::{ReplayOptions, ReplayResult, replay};
+use gpuscope_runtime::trace::replay::{ReplayOptions, ReplayResult, peak_live, replay};
 use gpuscope_runtime::trace::{Trace, TraceOp};
 
 fn traces_dir() -> PathBuf {
@@ -56,6 +56,58 @@ fn sim() -> Arc<TestBackend> {
     )
 }
 
+/// The trace's stream numbers: 0 the default stream, each other a new stream.
+fn streams_of(backend: &dyn Backend, t: &Trace) -> std::collections::HashMap<u32, StreamId> {
+    t.streams()
+        .into_iter()
+        .map(|s| {
+            let id = if s == 0 {
+                StreamId::DEFAULT
+            } else {
+                backend.create_stream().unwrap()
+            };
+            (s, id)
+        })
+        .collect()
+}
+
+/// Two passes of `t` through `alloc`, every request multiplied by `scale`, calling
+/// `each(pass, Some(op))` after each op and `each(pass, None)` once a pass has freed
+/// what the trace left live; the first allocation error, with the op it came at.
+fn two_passes(
+    alloc: &CachingAllocator,
+    backend: &dyn Backend,
+    t: &Trace,
+    scale: f64,
+    mut each: impl FnMut(usize, Option<usize>),
+) -> Result<(), String> {
+    let streams = streams_of(backend, t);
+    for pass in 0..2 {
+        let mut live: std::collections::HashMap<u64, RawBlock> = Default::default();
+        for (i, op) in t.ops().iter().enumerate() {
+            match *op {
+                TraceOp::Alloc { id, size, stream } => {
+                    let size = (size as f64 * scale) as usize;
+                    let b = alloc
+                        .allocate(size, streams[&stream])
+                        .map_err(|e| format!("pass {pass}, op {i}: {e}"))?;
+                    live.insert(id, b);
+                }
+                TraceOp::Free { id } => alloc.free(live.remove(&id).unwrap()).unwrap(),
+                TraceOp::RecordStream { id, stream } => {
+                    alloc.record_stream(&live[&id], streams[&stream]).unwrap()
+                }
+            }
+            each(pass, Some(i));
+        }
+        for (_, b) in live.drain() {
+            alloc.free(b).unwrap();
+        }
+        each(pass, None);
+    }
+    Ok(())
+}
+
 /// Replays every op, checking invariants every `every` ops and at the end of each pass.
 fn replay_checked(
     backend: Arc<dyn Backend>,
@@ -65,40 +117,16 @@ fn replay_checked(
     every: usize,
 ) {
     let alloc = CachingAllocator::new(backend.clone(), config).unwrap();
-    let mut streams = std::collections::HashMap::new();
-    for s in t.streams() {
-        let id = if s == 0 {
-            StreamId::DEFAULT
-        } else {
-            backend.create_stream().unwrap()
-        };
-        streams.insert(s, id);
-    }
-    for pass in 0..2 {
-        let mut live: std::collections::HashMap<u64, RawBlock> = Default::default();
-        for (i, op) in t.ops().iter().enumerate() {
-            match *op {
-                TraceOp::Alloc { id, size, stream } => {
-                    live.insert(id, alloc.allocate(size, streams[&stream]).unwrap());
-                }
-                TraceOp::Free { id } => alloc.free(live.remove(&id).unwrap()).unwrap(),
-                TraceOp::RecordStream { id, stream } => {
-                    alloc.record_stream(&live[&id], streams[&stream]).unwrap()
-                }
-            }
-            if i % every == 0 {
-                alloc
-                    .check_invariants()
-                    .unwrap_or_else(|e| panic!("{name}, pass {pass}, op {i}: {e}"));
-            }
-        }
-        for (_, b) in live.drain() {
-            alloc.free(b).unwrap();
-        }
-        alloc
+    two_passes(&alloc, &*backend, t, 1.0, |pass, op| match op {
+        Some(i) if i % every == 0 => alloc
             .check_invariants()
-            .unwrap_or_else(|e| panic!("{name}, end of pass {pass}: {e}"));
-    }
+            .unwrap_or_else(|e| panic!("{name}, pass {pass}, op {i}: {e}")),
+        Some(_) => {}
+        None => alloc
+            .check_invariants()
+            .unwrap_or_else(|e| panic!("{name}, end of pass {pass}: {e}")),
+    })
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
     alloc.empty_cache().unwrap();
     alloc.check_invariants().unwrap();
     let s = alloc.stats();
@@ -128,55 +156,8 @@ fn invariants_hold_through_every_trace_with_plain_segments() {
 fn replay_scaled(t: &Trace, scale: f64) -> Result<(), String> {
     let backend = sim();
     let alloc = CachingAllocator::new(backend.clone(), AllocConfig::default()).unwrap();
-    let mut streams = std::collections::HashMap::new();
-    for s in t.streams() {
-        let id = if s == 0 {
-            StreamId::DEFAULT
-        } else {
-            backend.create_stream().unwrap()
-        };
-        streams.insert(s, id);
-    }
-    for pass in 0..2 {
-        let mut live: std::collections::HashMap<u64, RawBlock> = Default::default();
-        for (i, op) in t.ops().iter().enumerate() {
-            match *op {
-                TraceOp::Alloc { id, size, stream } => {
-                    let size = (size as f64 * scale) as usize;
-                    let b = alloc
-                        .allocate(size, streams[&stream])
-                        .map_err(|e| format!("pass {pass}, op {i}: {e}"))?;
-                    live.insert(id, b);
-                }
-                TraceOp::Free { id } => alloc.free(live.remove(&id).unwrap()).unwrap(),
-                TraceOp::RecordStream { id, stream } => {
-                    alloc.record_stream(&live[&id], streams[&stream]).unwrap()
-                }
-            }
-        }
-        for (_, b) in live.drain() {
-            alloc.free(b).unwrap();
-        }
-    }
+    two_passes(&alloc, &*backend, t, scale, |_, _| {})?;
     alloc.check_invariants().map_err(|e| e.to_string())
-}
-
-/// The most bytes a trace holds live at once, as requested.
-fn live_peak(t: &Trace) -> usize {
-    let mut sizes = std::collections::HashMap::new();
-    let (mut live, mut peak) = (0usize, 0usize);
-    for op in t.ops() {
-        match *op {
-            TraceOp::Alloc { id, size, .. } => {
-                sizes.insert(id, size);
-                live += size;
-                peak = peak.max(live);
-            }
-            TraceOp::Free { id } => live -= sizes.remove(&id).unwrap(),
-            TraceOp::RecordStream { .. } => {}
-        }
-    }
-    peak
 }
 
 /// A workload that nearly fills the device still fits: with every request scaled so
@@ -191,7 +172,7 @@ fn every_trace_fits_when_its_live_peak_is_nine_tenths_of_the_device() {
     let device = (80usize << 30) as f64;
     let mut failed = Vec::new();
     for (name, t) in all_traces() {
-        let scale = 0.9 * device / live_peak(&t) as f64;
+        let scale = 0.9 * device / peak_live(&t, &AllocConfig::default()) as f64;
         if let Err(e) = replay_scaled(&t, scale) {
             failed.push(format!("{name} (x{scale:.1}): {e}"));
         }
