@@ -164,7 +164,7 @@ fn replay_scaled(t: &Trace, scale: f64) -> Result<(), String> {
 /// that the trace's peak of live memory is 90% of the 80 GiB device, each trace replays,
 /// cold and warm. Holes that smaller requests cut in a large growth go back chunk by
 /// chunk when the device runs out (`growth::chunk_limit`); with one physical chunk per
-/// growth, 33 of the 95 traces ran out of memory here (BENCHMARKS.md, "Close to the
+/// growth, 32 of the 95 traces ran out of memory here (BENCHMARKS.md, "Close to the
 /// device's memory", where `bench/headroom.py` finds each trace's limit: 0.909 of the
 /// device at the lowest).
 #[test]
