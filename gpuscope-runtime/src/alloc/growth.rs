@@ -24,7 +24,7 @@ pub(super) const CHUNK_DIVISOR: usize = 160;
 /// replay fails (`bench/headroom.py`, on the simulated 80 GiB device) reach a peak of
 /// live memory of 0.73-0.998 of the device with one chunk per growth (median 0.93), and
 /// 0.91-0.998 with this limit (median 0.97); on the H100 the limit keeps gpuscope above
-/// or at PyTorch's default allocator on the twelve traces measured (BENCHMARKS.md, "Close to the
+/// or at PyTorch's default allocator on the 22 traces measured (BENCHMARKS.md, "Close to the
 /// device's memory"). The price is device allocations: a growth larger than the limit is
 /// several, so 81 of the 95 traces stay at most PyTorch's rather than 86. Placement and
 /// reserved memory do not change: the chunks of a growth are mapped side by side.
