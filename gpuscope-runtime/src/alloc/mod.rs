@@ -48,11 +48,11 @@
 //!    allocations).
 //! 4. Memory goes back, as whole chunks inside free blocks (CUDA releases a physical
 //!    allocation only whole: bounded chunks keep what live blocks scattered through a
-//!    large growth hold back small), only on `empty_cache`, past
-//!    a `garbage_collection_threshold`, or when the device or the cap refuses a growth;
-//!    then memory that needs no wait goes first, memory behind an outstanding fence
-//!    next, memory that needs a stream synchronisation last. Memory of one stream
-//!    reaches another this way, unmapped and mapped again.
+//!    large growth hold back small), only on `empty_cache`, past a
+//!    `garbage_collection_threshold`, or when the device or the cap refuses a growth; then
+//!    memory that needs no wait goes first, memory behind an outstanding fence next,
+//!    memory that needs a stream synchronisation last. Memory of one stream reaches
+//!    another this way, unmapped and mapped again.
 //!
 //! With `share_across_streams:True` (opt-in, `sharing`), the two arenas serve every
 //! stream: a free block serves another stream once the freeing stream's work before the

@@ -6,19 +6,19 @@
 //! driver refuses). Memory is mapped from the arena's base upwards; the free block that
 //! ends at the top of the mapped memory is the arena's *wilderness*:
 //!
-//! - `allocate` takes the best-fitting free block of the stream's pool, and the
-//!   wilderness only when none fits; when the wilderness is too small, the arena grows:
-//!   one `cuMemCreate` of what is missing, rounded up to whole 20 MiB pages for the large
-//!   pool and 2 MiB pages for the small one (the pages of PyTorch's expandable segments;
-//!   while nothing has been freed in a large arena since its last growth, at least 5/4 of
-//!   that growth, up to 1/16 of the arena); one `cuMemMap` and one `cuMemSetAccess` at
-//!   the top. A growth larger than 1/160 of the device is mapped in chunks of at most
-//!   that (`growth::chunk_limit`; a `cuMemCreate` and a `cuMemMap` each, one
-//!   `cuMemSetAccess` for all), so that under memory pressure the memory later freed
-//!   inside it can go back chunk by chunk. With shared pools, the arena grown is the one whose wilderness needs the
-//!   least, passing over any whose wilderness holds another stream's memory still in
-//!   use (a new arena if none is left): growing above it would leave that stream's
-//!   free top unable to grow for its own work.
+//! - `allocate` takes the best-fitting free block of the stream's pool, and the wilderness
+//!   only when none fits; when the wilderness is too small, the arena grows: one
+//!   `cuMemCreate` of what is missing, rounded up to whole 20 MiB pages for the large pool
+//!   and 2 MiB pages for the small one (the pages of PyTorch's expandable segments; while
+//!   nothing has been freed in a large arena since its last growth, at least 5/4 of that
+//!   growth, up to 1/16 of the arena); one `cuMemMap` and one `cuMemSetAccess` at the top.
+//!   A growth larger than 1/160 of the device is mapped in chunks of at most that
+//!   (`growth::chunk_limit`; a `cuMemCreate` and a `cuMemMap` each, one `cuMemSetAccess`
+//!   for all), so that under memory pressure the memory later freed inside it can go back
+//!   chunk by chunk. With shared pools, the arena grown is the one whose wilderness needs
+//!   the least, passing over any whose wilderness holds another stream's memory still in
+//!   use (a new arena if none is left): growing above it would leave that stream's free
+//!   top unable to grow for its own work.
 //! - Nothing is unmapped or released on `free`.
 //!
 //! Because the wilderness is used last, a workload that repeats makes the same choices
