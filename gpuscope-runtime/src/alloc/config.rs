@@ -12,6 +12,7 @@
 //! | `fence_interval_us` | integer ≥ 0 | 1000 | record a stream fence (at scope exit, [`record_fence`](super::CachingAllocator::record_fence)) at most once per this many microseconds per stream; 0: every time one is asked for (each costs an event record and query on CUDA, a few microseconds) |
 //! | `per_process_memory_fraction` | 0 < f ≤ 1 | 1 | cap reserved memory at this fraction of the device's capacity |
 //! | `memory_limit_mb` | integer | none | cap reserved memory at this many MiB |
+//! | `max_chunk_size_mb` | integer ≥ 20 | 1/160 of the device (or cap) | with `expandable_segments`, the largest physical allocation one growth makes, in whole 20 MiB pages; a larger growth is several, side by side. Memory goes back to the device only as whole chunks, so smaller chunks let more of it go when the device runs out (20: page by page, as PyTorch's expandable segments, at one device allocation per page) |
 //!
 //! An unknown key, a repeated key or a bad value is an error that names the key and
 //! says what is accepted; nothing is silently ignored.
@@ -53,6 +54,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "fence_interval_us",
     "per_process_memory_fraction",
     "memory_limit_mb",
+    "max_chunk_size_mb",
 ];
 
 /// Keys earlier gpuscope versions accepted, with what to do now.
@@ -114,6 +116,9 @@ pub struct AllocConfig {
     pub per_process_memory_fraction: f64,
     /// Cap on reserved memory in bytes.
     pub memory_limit: Option<usize>,
+    /// With virtual memory, the largest physical chunk one growth creates, in bytes
+    /// (rounded down to whole 20 MiB pages); `None`: 1/160 of the device or the cap.
+    pub max_chunk_size: Option<usize>,
 }
 
 impl Default for AllocConfig {
@@ -128,6 +133,7 @@ impl Default for AllocConfig {
             fence_interval_us: DEFAULT_FENCE_INTERVAL_US,
             per_process_memory_fraction: 1.0,
             memory_limit: None,
+            max_chunk_size: None,
         }
     }
 }
@@ -301,6 +307,19 @@ fn apply(config: &mut AllocConfig, key: &str, value: &str) -> Result<(), ItemErr
                 ));
             }
             config.memory_limit = Some(mb.saturating_mul(1 << 20));
+        }
+        "max_chunk_size_mb" => {
+            let mb = parse_uint(key, value)?;
+            let page_mb = LARGE_BUFFER >> 20;
+            if mb < page_mb {
+                return Err((
+                    format!("`{key}` must be at least {page_mb} (one 20 MiB page), got {mb}"),
+                    format!(
+                        "e.g. `{key}:{page_mb}` gives memory back page by page when the device runs out, as PyTorch's expandable segments do"
+                    ),
+                ));
+            }
+            config.max_chunk_size = Some(mb.saturating_mul(1 << 20));
         }
         _ => return Err(unknown_key(key)),
     }
@@ -476,6 +495,9 @@ impl fmt::Display for AllocConfig {
         if let Some(l) = self.memory_limit {
             parts.push(format!("memory_limit_mb:{}", l >> 20));
         }
+        if let Some(c) = self.max_chunk_size {
+            parts.push(format!("max_chunk_size_mb:{}", c >> 20));
+        }
         f.write_str(&parts.join(","))
     }
 }
@@ -571,16 +593,22 @@ mod tests {
         assert!(e.message.contains("no longer"), "{e}");
         let e = err("fence_interval:5");
         assert!(e.help.contains("did you mean `fence_interval_us`"), "{e}");
+        let e = err("max_chunk_size_mb:4");
+        assert!(e.message.contains("at least 20"), "{e}");
+        assert!(e.help.contains("max_chunk_size_mb:20"), "{e}");
+        let e = err("max_chunk_size:64");
+        assert!(e.help.contains("did you mean `max_chunk_size_mb`"), "{e}");
     }
 
     #[test]
     fn display_round_trips() {
         let c: AllocConfig = "max_split_size_mb:64,garbage_collection_threshold:0.5,\
             roundup_power2_divisions:[2:2,>:4],memory_limit_mb:7,fence_interval_us:250,\
-            share_across_streams:True"
+            share_across_streams:True,max_chunk_size_mb:100"
             .parse()
             .unwrap();
         assert_eq!(c.fence_interval_us, 250);
+        assert_eq!(c.max_chunk_size, Some(100 << 20));
         assert!(c.share_across_streams);
         let again: AllocConfig = c.to_string().parse().unwrap();
         assert_eq!(c, again);

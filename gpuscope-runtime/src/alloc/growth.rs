@@ -28,9 +28,13 @@ pub(super) const CHUNK_DIVISOR: usize = 160;
 /// device's memory"). The price is device allocations: a growth larger than the limit is
 /// several, so 81 of the 95 traces stay at most PyTorch's rather than 86. Placement and
 /// reserved memory do not change: the chunks of a growth are mapped side by side.
-pub(super) fn chunk_limit(capacity: usize, page: usize) -> usize {
+///
+/// `max_chunk_size_mb` in `GPUSCOPE_ALLOC_CONF` (`configured`) replaces 1/160 of the
+/// capacity: 20 gives memory back page by page, as PyTorch's expandable segments do.
+pub(super) fn chunk_limit(capacity: usize, configured: Option<usize>, page: usize) -> usize {
     let quantum = LARGE_BUFFER.next_multiple_of(page);
-    (capacity / CHUNK_DIVISOR / quantum * quantum).max(quantum)
+    let limit = configured.unwrap_or(capacity / CHUNK_DIVISOR);
+    (limit / quantum * quantum).max(quantum)
 }
 
 /// How much a growth of an arena of `pool` maps when its wilderness is `short` bytes too
@@ -124,15 +128,19 @@ mod tests {
     fn chunks_are_at_most_a_160th_of_the_device_in_whole_pages() {
         let page = 2 * MIB;
         // 80 GiB: 512 MiB, in whole 20 MiB pages.
-        assert_eq!(chunk_limit(80 << 30, page), 500 * MIB);
+        assert_eq!(chunk_limit(80 << 30, None, page), 500 * MIB);
         // An H100's 79.6 GiB.
-        assert_eq!(chunk_limit(81_559 * MIB, page), 500 * MIB);
+        assert_eq!(chunk_limit(81_559 * MIB, None, page), 500 * MIB);
         // A 24 GiB card: 153.6 MiB.
-        assert_eq!(chunk_limit(24 << 30, page), 140 * MIB);
+        assert_eq!(chunk_limit(24 << 30, None, page), 140 * MIB);
         // Never less than one page.
-        assert_eq!(chunk_limit(1 << 30, page), LARGE_BUFFER);
-        assert_eq!(chunk_limit(0, page), LARGE_BUFFER);
-        assert_eq!(chunk_limit(1 << 30, 32 * MIB), 32 * MIB);
+        assert_eq!(chunk_limit(1 << 30, None, page), LARGE_BUFFER);
+        assert_eq!(chunk_limit(0, None, page), LARGE_BUFFER);
+        assert_eq!(chunk_limit(1 << 30, None, 32 * MIB), 32 * MIB);
+        // `max_chunk_size_mb`, in whole pages.
+        assert_eq!(chunk_limit(80 << 30, Some(20 * MIB), page), 20 * MIB);
+        assert_eq!(chunk_limit(80 << 30, Some(250 * MIB), page), 240 * MIB);
+        assert_eq!(chunk_limit(80 << 30, Some(2000 * MIB), page), 2000 * MIB);
     }
 
     #[test]
@@ -186,7 +194,7 @@ mod tests {
         let s = StreamId::DEFAULT;
         let big = alloc.allocate(8 << 30, s).unwrap();
         // 8 GiB in chunks of 200 MiB (32 GiB / 160 = 204.8 MiB, in whole 20 MiB pages).
-        assert_eq!(chunk_limit(capacity, 2 * MIB), 200 * MIB);
+        assert_eq!(chunk_limit(capacity, None, 2 * MIB), 200 * MIB);
         let grown = alloc.stats().num_device_alloc;
         assert_eq!(grown, 41);
         // Each chunk mapped on its own, all made accessible in one call.
@@ -220,6 +228,25 @@ mod tests {
         for b in kept {
             alloc.free(b).unwrap();
         }
+    }
+
+    /// `max_chunk_size_mb` sets the chunk: 1 GiB in 20 MiB chunks is 52 device
+    /// allocations (51.2 pages, the last one rounded up), one `cuMemSetAccess`.
+    #[test]
+    fn max_chunk_size_mb_sets_the_chunk() {
+        let backend = Arc::new(
+            TestBackend::builder()
+                .capacity(80 << 30)
+                .virtual_memory(2 * MIB)
+                .build(),
+        );
+        let config = "max_chunk_size_mb:20".parse().unwrap();
+        let alloc = CachingAllocator::new(backend, config).unwrap();
+        let b = alloc.allocate(1 << 30, StreamId::DEFAULT).unwrap();
+        let st = alloc.stats();
+        assert_eq!((st.num_device_alloc, st.num_set_access), (52, 1));
+        assert!(alloc.snapshot()[0].chunks.iter().all(|&c| c <= 20 * MIB));
+        alloc.free(b).unwrap();
     }
 
     /// 6 GiB of 12 MiB blocks, all live, then freed: every growth adds what its step

@@ -113,7 +113,8 @@ impl AllocState {
         self.check_limit(size)?;
         // In chunks of at most `largest`: memory freed later goes back under pressure
         // chunk by chunk (`growth::chunk_limit`).
-        let largest = chunk_limit(self.limit().unwrap_or(self.total_memory), page);
+        let capacity = self.limit().unwrap_or(self.total_memory);
+        let largest = chunk_limit(capacity, self.config.max_chunk_size, page);
         let (wild, size) = self.map_growth(arena, stream, size, need, largest)?;
         if pool == Pool::Large {
             self.arenas[arena as usize].growth_run = Some(size);
