@@ -166,11 +166,15 @@ impl fmt::Display for OutOfMemory {
                 "; raise the cap (per_process_memory_fraction / memory_limit_mb in GPUSCOPE_ALLOC_CONF)"
             )?;
         }
-        if unallocated > self.reserved / 10 && unallocated >= self.rounded / 2 {
+        // Much held free, or enough free memory in all (held and on the device) for the
+        // request, had the free memory held been in one piece or able to go back.
+        let fragmented = (unallocated > self.reserved / 10 && unallocated >= self.rounded / 2)
+            || (unallocated > 0 && unallocated.saturating_add(self.device_free) >= self.rounded);
+        if fragmented {
             if self.expandable {
                 write!(
                     f,
-                    "; reserved but unallocated memory is large: try GPUSCOPE_ALLOC_CONF=roundup_power2_divisions:4 to reduce fragmentation"
+                    "; reserved but unallocated memory is large: try GPUSCOPE_ALLOC_CONF=max_chunk_size_mb:20 (memory freed inside large growths then goes back page by page) or roundup_power2_divisions:4 (fewer distinct sizes)"
                 )?;
             } else {
                 write!(
@@ -180,5 +184,45 @@ impl fmt::Display for OutOfMemory {
             }
         }
         write!(f, ". Configuration: {}.", self.config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(expandable: bool, reserved: usize, allocated: usize) -> String {
+        OutOfMemory {
+            device: "test:0".into(),
+            requested: 8 << 30,
+            rounded: 8 << 30,
+            pool: Pool::Large,
+            stream: StreamId::DEFAULT,
+            total_capacity: 80 << 30,
+            device_free: 6 << 30,
+            allocated,
+            reserved,
+            largest_free_block: 4 << 30,
+            cause: OomCause::Device,
+            largest_live: Vec::new(),
+            config: "expandable_segments:True".into(),
+            expandable,
+        }
+        .to_string()
+    }
+
+    /// Where much of the reserved memory is free but could not go back, the report
+    /// names the setting for it: smaller chunks with virtual memory, virtual memory
+    /// without it; otherwise no such hint.
+    #[test]
+    fn fragmentation_gets_the_setting_that_addresses_it() {
+        let gib = 1usize << 30;
+        let vm = report(true, 74 * gib, 68 * gib);
+        assert!(vm.contains("max_chunk_size_mb:20"), "{vm}");
+        let plain = report(false, 74 * gib, 68 * gib);
+        assert!(plain.contains("expandable_segments:True"), "{plain}");
+        // 1 GiB held free and 6 on the device: not enough for 8 GiB in any layout.
+        let tight = report(true, 74 * gib, 73 * gib);
+        assert!(!tight.contains("unallocated memory is large"), "{tight}");
     }
 }
