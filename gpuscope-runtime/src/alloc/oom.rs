@@ -171,15 +171,20 @@ impl fmt::Display for OutOfMemory {
         let fragmented = (unallocated > self.reserved / 10 && unallocated >= self.rounded / 2)
             || (unallocated > 0 && unallocated.saturating_add(self.device_free) >= self.rounded);
         if fragmented {
+            write!(
+                f,
+                "; {} is held free in pieces that neither hold the request nor can go back (fragmentation): ",
+                format_bytes(unallocated)
+            )?;
             if self.expandable {
                 write!(
                     f,
-                    "; reserved but unallocated memory is large: try GPUSCOPE_ALLOC_CONF=max_chunk_size_mb:20 (memory freed inside large growths then goes back page by page) or roundup_power2_divisions:4 (fewer distinct sizes)"
+                    "try GPUSCOPE_ALLOC_CONF=max_chunk_size_mb:20 (memory freed inside large growths then goes back page by page) or roundup_power2_divisions:4 (fewer distinct sizes)"
                 )?;
             } else {
                 write!(
                     f,
-                    "; reserved but unallocated memory is large: set GPUSCOPE_ALLOC_CONF=expandable_segments:True (or max_split_size_mb) to avoid fragmentation"
+                    "set GPUSCOPE_ALLOC_CONF=expandable_segments:True (or max_split_size_mb)"
                 )?;
             }
         }
@@ -218,11 +223,12 @@ mod tests {
     fn fragmentation_gets_the_setting_that_addresses_it() {
         let gib = 1usize << 30;
         let vm = report(true, 74 * gib, 68 * gib);
+        assert!(vm.contains("6.00 GiB is held free in pieces"), "{vm}");
         assert!(vm.contains("max_chunk_size_mb:20"), "{vm}");
         let plain = report(false, 74 * gib, 68 * gib);
         assert!(plain.contains("expandable_segments:True"), "{plain}");
         // 1 GiB held free and 6 on the device: not enough for 8 GiB in any layout.
         let tight = report(true, 74 * gib, 73 * gib);
-        assert!(!tight.contains("unallocated memory is large"), "{tight}");
+        assert!(!tight.contains("fragmentation"), "{tight}");
     }
 }
