@@ -1,5 +1,6 @@
 //! Copies between two GPUs: exact in both directions, with and without virtual memory,
-//! into views, from memory mapped before and after peer access was enabled, and never
+//! into views, from memory mapped before and after peer access was enabled (growths of
+//! one chunk and of several), and never
 //! racing with the reuse of the source's memory. Prints the bandwidth of a peer copy
 //! next to a copy through the host. Skips with a printed reason where there is no CUDA
 //! driver or fewer than two devices.
@@ -143,6 +144,47 @@ fn memory_mapped_before_and_after_peer_access_is_reachable_from_the_peer() {
     assert!(on_b.to_vec::<f32>().unwrap() == pattern(MIB, 7));
     let again = after.to_device(&b).unwrap();
     assert!(again.to_vec::<f32>().unwrap() == pattern(peak / 4 + MIB, 9));
+}
+
+/// Growths of several chunks (`max_chunk_size_mb:20`: 20 MiB each), before and after
+/// the grant: the peer reaches every chunk, the last one included, and copies across
+/// the chunks are exact.
+#[test]
+fn growths_of_several_chunks_are_reachable_from_the_peer() {
+    let config: AllocConfig = "max_chunk_size_mb:20".parse().unwrap();
+    let Some((a, b)) = private_pair(config) else {
+        return;
+    };
+    let n = 70 * MIB / 4;
+    let before = Tensor::from_slice(&pattern(n, 3), &[n], &a).unwrap();
+    if !a.enable_peer_access(&b).unwrap() {
+        println!(
+            "skipped: no peer path between {} and {}",
+            a.description(),
+            b.description()
+        );
+        return;
+    }
+    let after = Tensor::from_slice(&pattern(2 * n, 5), &[2 * n], &a).unwrap();
+    let chunks: usize = a
+        .allocator()
+        .snapshot()
+        .iter()
+        .map(|s| s.chunks.len())
+        .sum();
+    assert!(chunks >= 9, "70 and 140 MiB in 20 MiB chunks: {chunks}");
+    for (t, bytes) in [(&before, 4 * n), (&after, 8 * n)] {
+        let start = t.addr().0;
+        assert!(peer_can_access(start, 1));
+        assert!(
+            peer_can_access(start + bytes as u64 - 4, 1),
+            "the last chunk"
+        );
+    }
+    let on_b = after.to_device(&b).unwrap();
+    assert!(on_b.to_vec::<f32>().unwrap() == pattern(2 * n, 5));
+    let on_b = before.to_device(&b).unwrap();
+    assert!(on_b.to_vec::<f32>().unwrap() == pattern(n, 3));
 }
 
 #[test]
