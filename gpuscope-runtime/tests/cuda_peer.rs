@@ -115,6 +115,20 @@ fn peer_can_access(addr: u64, peer: i32) -> bool {
     flags == sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE as u64
 }
 
+/// Enables peer access from `a` to `b`; false, after printing why the test is skipped,
+/// where the two have no peer path.
+fn granted(a: &Device, b: &Device) -> bool {
+    let ok = a.enable_peer_access(b).unwrap();
+    if !ok {
+        println!(
+            "skipped: no peer path between {} and {}",
+            a.description(),
+            b.description()
+        );
+    }
+    ok
+}
+
 #[test]
 fn memory_mapped_before_and_after_peer_access_is_reachable_from_the_peer() {
     let Some((a, b)) = private_pair(AllocConfig::default()) else {
@@ -125,12 +139,7 @@ fn memory_mapped_before_and_after_peer_access_is_reachable_from_the_peer() {
         !peer_can_access(before.addr().0, 1),
         "no access before it is enabled"
     );
-    if !a.enable_peer_access(&b).unwrap() {
-        println!(
-            "skipped: no peer path between {} and {}",
-            a.description(),
-            b.description()
-        );
+    if !granted(&a, &b) {
         return;
     }
     let peak = a.allocator().stats().reserved_bytes.all.current as usize;
@@ -157,12 +166,7 @@ fn growths_of_several_chunks_are_reachable_from_the_peer() {
     };
     let n = 70 * MIB / 4;
     let before = Tensor::from_slice(&pattern(n, 3), &[n], &a).unwrap();
-    if !a.enable_peer_access(&b).unwrap() {
-        println!(
-            "skipped: no peer path between {} and {}",
-            a.description(),
-            b.description()
-        );
+    if !granted(&a, &b) {
         return;
     }
     let after = Tensor::from_slice(&pattern(2 * n, 5), &[2 * n], &a).unwrap();
