@@ -18,7 +18,7 @@
 //! - `fences`: stream fences ([`CachingAllocator::record_fence`]) and what free memory
 //!   of a stream waits for (nothing, a fence's event, or the stream) before it is
 //!   unmapped or released for other streams.
-//! - [`config`]: `GPUSCOPE_ALLOC_CONF` parsing.
+//! - [`config`]: the settings (`GPUSCOPE_ALLOC_CONF`) and, in `config::parse`, reading them.
 //! - [`stats`], `summary`, [`snapshot`]: statistics, the summary table, segment pictures.
 //! - [`oom`]: errors and the out-of-memory report.
 //!
