@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use gpuscope_runtime::alloc::{AllocConfig, AllocError, CachingAllocator};
+use gpuscope_runtime::alloc::{AllocConfig, AllocError, CachingAllocator, RawBlock};
 use gpuscope_runtime::backend::cuda::CudaBackend;
 use gpuscope_runtime::backend::{Backend, StreamId};
 
@@ -80,6 +80,24 @@ fn data_written_to_blocks_reads_back_and_cached_blocks_are_reused() {
     }
 }
 
+/// Whether a pattern (byte `j` is `j % modulus`) written over the whole of `block` on
+/// `stream` reads back unchanged.
+fn writes_read_back(dev: &CudaBackend, block: &RawBlock, stream: StreamId, modulus: usize) -> bool {
+    let data: Vec<u8> = (0..block.size()).map(|j| (j % modulus) as u8).collect();
+    // SAFETY: the block is live and holds `block.size()` bytes.
+    unsafe {
+        dev.copy_host_to_device(block.addr(), &data, stream)
+            .unwrap()
+    };
+    let mut back = vec![0u8; block.size()];
+    // SAFETY: as above.
+    unsafe {
+        dev.copy_device_to_host(&mut back, block.addr(), stream)
+            .unwrap()
+    };
+    back == data
+}
+
 #[test]
 fn a_block_across_chunks_of_two_growths_reads_back() {
     let Some(dev) = cuda() else { return };
@@ -93,11 +111,10 @@ fn a_block_across_chunks_of_two_growths_reads_back() {
     let snap = alloc.snapshot();
     assert_eq!(snap.len(), 1, "one segment: {snap:?}");
     assert_eq!(snap[0].chunks, vec![20 << 20, 20 << 20]);
-    let data: Vec<u8> = (0..big.size()).map(|j| (j % 241) as u8).collect();
-    unsafe { dev.copy_host_to_device(big.addr(), &data, s).unwrap() };
-    let mut back = vec![0u8; big.size()];
-    unsafe { dev.copy_device_to_host(&mut back, big.addr(), s).unwrap() };
-    assert!(back == data, "data across the two chunks reads back");
+    assert!(
+        writes_read_back(&dev, &big, s, 241),
+        "data across the two chunks reads back"
+    );
     alloc.free(big).unwrap();
     alloc.check_invariants().unwrap();
     alloc.empty_cache().unwrap();
@@ -132,11 +149,10 @@ fn a_large_growth_is_chunks_made_accessible_at_once() {
         (st.num_device_alloc, st.num_device_map, st.num_set_access),
         (3, 3, 1)
     );
-    let data: Vec<u8> = (0..big.size()).map(|j| (j % 239) as u8).collect();
-    unsafe { dev.copy_host_to_device(big.addr(), &data, s).unwrap() };
-    let mut back = vec![0u8; big.size()];
-    unsafe { dev.copy_device_to_host(&mut back, big.addr(), s).unwrap() };
-    assert!(back == data, "data across the three chunks reads back");
+    assert!(
+        writes_read_back(&dev, &big, s, 239),
+        "data across the three chunks reads back"
+    );
     alloc.free(big).unwrap();
     alloc.empty_cache().unwrap();
     let st = alloc.stats();
