@@ -270,6 +270,14 @@ mod tests {
         assert!(e.help.contains("max_chunk_size_mb:20"), "{e}");
         let e = err("max_chunk_size:64");
         assert!(e.help.contains("did you mean `max_chunk_size_mb`"), "{e}");
+        // A word left out.
+        let e = err("max_chunk_mb:64");
+        assert!(e.help.contains("did you mean `max_chunk_size_mb`"), "{e}");
+        let e = err("max_split_mb:64");
+        assert!(e.help.contains("did you mean `max_split_size_mb`"), "{e}");
+        // One word alone says too little.
+        let e = err("mb:64");
+        assert!(!e.help.contains("did you mean"), "{e}");
     }
 
     #[test]

@@ -234,13 +234,27 @@ fn unknown_key(key: &str) -> ItemError {
     let suggestion = KNOWN_KEYS
         .iter()
         .map(|k| (strsim::levenshtein(k, key), k))
-        .filter(|(d, k)| *d <= 3.max(k.len() / 4) || k.starts_with(key))
+        .filter(|(d, k)| *d <= 3.max(k.len() / 4) || k.starts_with(key) || words_within(key, k))
         .min_by_key(|(d, _)| *d);
     let help = match suggestion {
         Some((_, k)) => format!("did you mean `{k}`? known keys: {}", KNOWN_KEYS.join(", ")),
         None => format!("known keys: {}", KNOWN_KEYS.join(", ")),
     };
     (format!("unknown key `{key}`"), help)
+}
+
+/// Whether `key` is two or more of `known`'s words, in its order (`max_chunk_mb` for
+/// `max_chunk_size_mb`): a word left out is too far for the edit distance.
+fn words_within(key: &str, known: &str) -> bool {
+    let mut words = known.split('_');
+    let mut n = 0;
+    for w in key.split('_') {
+        if !words.any(|k| k == w) {
+            return false;
+        }
+        n += 1;
+    }
+    n >= 2
 }
 
 fn parse_bool(key: &str, value: &str) -> Result<bool, ItemError> {
