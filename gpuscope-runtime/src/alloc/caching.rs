@@ -86,8 +86,8 @@ impl std::fmt::Debug for CachingAllocator {
         f.debug_struct("CachingAllocator")
             .field("device", &st.device_description())
             .field("config", &st.config.to_string())
-            .field("allocated", &st.stats.allocated_bytes.all.current)
-            .field("reserved", &st.stats.reserved_bytes.all.current)
+            .field("allocated", &st.stats.allocated_bytes.current())
+            .field("reserved", &st.stats.other.reserved_bytes.all.current)
             .finish()
     }
 }
@@ -228,7 +228,7 @@ impl CachingAllocator {
 
     /// All statistics.
     pub fn stats(&self) -> MemoryStats {
-        self.lock().stats.clone()
+        self.lock().stats.snapshot()
     }
 
     /// Sets every peak statistic to its current value.
@@ -244,7 +244,7 @@ impl CachingAllocator {
     /// A table of the statistics a person can read, like `torch.cuda.memory_summary()`.
     pub fn memory_summary(&self) -> String {
         let st = self.lock();
-        summary::render(&st.device_description(), &st.stats, &st.config)
+        summary::render(&st.device_description(), &st.stats.snapshot(), &st.config)
     }
 
     /// Caps reserved memory at `fraction` of the device's capacity (0 < f ≤ 1).

@@ -233,11 +233,15 @@ impl AllocState {
     pub fn record_fence(&mut self, stream: StreamId) -> Result<bool, AllocError> {
         self.check_stream(stream)?;
         let interval = Duration::from_micros(self.config.fence_interval_us);
-        let recorded =
-            self.fences
-                .record(&*self.backend, stream, self.tick, interval, &mut self.stats)?;
+        let recorded = self.fences.record(
+            &*self.backend,
+            stream,
+            self.tick,
+            interval,
+            &mut self.stats.other,
+        )?;
         if recorded {
-            self.stats.num_fences += 1;
+            self.stats.other.num_fences += 1;
         }
         Ok(recorded)
     }
@@ -255,15 +259,16 @@ impl AllocState {
     ) -> Result<bool, BackendError> {
         let cover = self
             .fences
-            .cover(&*self.backend, stream, freed_at, &mut self.stats)?;
+            .cover(&*self.backend, stream, freed_at, &mut self.stats.other)?;
         if cover > max_wait {
             return Ok(false);
         }
         match cover {
             Cover::Done => {}
             Cover::Fence => {
-                self.fences.wait(&*self.backend, stream, &mut self.stats)?;
-                self.stats.num_fence_waits += 1;
+                self.fences
+                    .wait(&*self.backend, stream, &mut self.stats.other)?;
+                self.stats.other.num_fence_waits += 1;
             }
             Cover::Stream => self.sync_stream(stream)?,
         }

@@ -65,7 +65,7 @@ impl AllocState {
             stream,
             total_capacity: info.map_or(self.total_memory, |i| i.total),
             device_free: info.map_or(0, |i| i.free),
-            allocated: self.stats.allocated_bytes.all.current as usize,
+            allocated: self.stats.allocated_bytes.current() as usize,
             reserved: self.reserved(),
             largest_free_block: self.largest_free_block(),
             cause,
@@ -349,10 +349,11 @@ impl AllocState {
         let held = self.orphan_bytes();
         // Every stat, all pools together and each pool; orphan chunks are reserved but
         // in no pool.
+        let kept_stats = self.stats.snapshot();
         for ((name, counted), (_, kept)) in recount
             .named_arrays()
             .into_iter()
-            .zip(self.stats.named_arrays())
+            .zip(kept_stats.named_arrays())
         {
             let extra = if name == "reserved_bytes" {
                 held as i64

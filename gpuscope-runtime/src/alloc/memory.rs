@@ -71,7 +71,7 @@ impl AllocState {
         if let Some(b) = self.find_cached(stream, pool, rounded) {
             return Ok(b);
         }
-        self.stats.num_alloc_retries += 1;
+        self.stats.other.num_alloc_retries += 1;
         for max_wait in WAITS {
             // Each kind of wait that gave memory back earns a new try; the last one is
             // tried whatever it gave (the device may have memory again), as PyTorch does.
@@ -87,7 +87,7 @@ impl AllocState {
                 Err(GrowError::NoMemory(c)) => cause = c,
             }
         }
-        self.stats.num_ooms += 1;
+        self.stats.other.num_ooms += 1;
         Err(AllocError::OutOfMemory(Box::new(
             self.oom_report(requested, rounded, pool, stream, cause),
         )))
@@ -161,8 +161,8 @@ impl AllocState {
     ) -> Result<u32, GrowError> {
         self.check_limit(size)?;
         let addr = self.backend.malloc(size)?;
-        self.stats.num_device_alloc += 1;
-        self.stats.reserved_bytes.add(pool, size);
+        self.stats.other.num_device_alloc += 1;
+        self.stats.other.reserved_bytes.add(pool, size);
         Ok(self.add_segment(addr.0, size, stream, pool, SegmentMemory::Device))
     }
 
@@ -226,7 +226,7 @@ impl AllocState {
     /// Segment counts (and oversize segment counts) for a segment appearing or going.
     pub(super) fn count_segment(&mut self, pool: Pool, size: usize, added: bool) {
         let oversize = size >= self.config.max_split_size;
-        let s = &mut self.stats;
+        let s = &mut self.stats.other;
         if added {
             s.segment.add(pool, 1);
             if oversize {
@@ -247,7 +247,7 @@ impl AllocState {
     /// Oversize segment counts for a segment that changed size.
     pub(super) fn resize_oversize(&mut self, _pool: Pool, old: usize, new: usize) {
         let limit = self.config.max_split_size;
-        let s = &mut self.stats.oversize_segments;
+        let s = &mut self.stats.other.oversize_segments;
         match (old >= limit, new >= limit) {
             (false, true) => {
                 s.current += 1;
@@ -265,7 +265,7 @@ impl AllocState {
     /// Waits for `stream`'s queued work, so its free memory can be unmapped or freed.
     /// Everything freed on it so far is then idle (its fences included).
     pub(super) fn sync_stream(&mut self, stream: StreamId) -> Result<(), BackendError> {
-        self.stats.num_stream_syncs += 1;
+        self.stats.other.num_stream_syncs += 1;
         self.backend.synchronize_stream(stream)?;
         self.fences.synced(stream, self.tick);
         Ok(())
@@ -301,7 +301,7 @@ impl AllocState {
         if !self.wait_freed_upto(stream, freed_at, max_wait)? {
             return Ok(0);
         }
-        self.stats.num_device_free += 1;
+        self.stats.other.num_device_free += 1;
         let (base, size) = {
             let s = self.segment(seg);
             (s.base, s.size)
@@ -311,7 +311,7 @@ impl AllocState {
         let seg = self.remove_segment(seg);
         self.unindex_free(head);
         self.slab.remove(head);
-        self.stats.reserved_bytes.sub(seg.pool, seg.size);
+        self.stats.other.reserved_bytes.sub(seg.pool, seg.size);
         Ok(seg.size)
     }
 

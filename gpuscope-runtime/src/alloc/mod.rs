@@ -19,7 +19,8 @@
 //!   of a stream waits for (nothing, a fence's event, or the stream) before it is
 //!   unmapped or released for other streams.
 //! - [`config`]: the settings (`GPUSCOPE_ALLOC_CONF`) and, in `config::parse`, reading them.
-//! - [`stats`], `summary`, [`snapshot`]: statistics, the summary table, segment pictures.
+//! - [`stats`], `summary`, [`snapshot`]: statistics, the summary table, segment pictures;
+//!   `live_stats`: the statistics as kept while running (cheap to update), and their snapshot.
 //! - [`oom`]: errors and the out-of-memory report.
 //!
 //! The semantics are PyTorch's CUDA caching allocator's. With virtual memory (the
@@ -82,6 +83,7 @@ mod fences;
 mod free_index;
 mod growth;
 mod inspect;
+mod live_stats;
 mod memory;
 mod merge;
 pub mod oom;

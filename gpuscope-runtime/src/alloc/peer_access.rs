@@ -30,7 +30,7 @@ impl AllocState {
                     .as_ref()
                     .expect("a segment's chunk exists")
                     .size;
-                self.stats.num_set_access += 1;
+                self.stats.other.num_set_access += 1;
                 // SAFETY: the chunk is mapped at `addr`: a segment's chunks lie back to
                 // back from its base.
                 unsafe { vm.set_peer_access(DeviceAddr(addr), size, peer)? };

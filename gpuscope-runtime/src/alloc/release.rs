@@ -24,7 +24,7 @@ impl AllocState {
         let backend = self.backend.clone();
         let vm = backend.virtual_memory().expect("virtual memory backend");
         if let Some(addr) = mapped_at {
-            self.stats.num_device_unmap += 1;
+            self.stats.other.num_device_unmap += 1;
             // SAFETY: the chunk is in no segment, so no block (and no queued work on
             // memory handed out) uses it.
             if unsafe { vm.unmap(DeviceAddr(addr), size) }.is_err() {
@@ -36,7 +36,7 @@ impl AllocState {
                 return;
             }
         }
-        self.stats.num_device_free += 1;
+        self.stats.other.num_device_free += 1;
         // SAFETY: the chunk is not mapped anywhere.
         if unsafe { vm.release_chunk(handle, size) }.is_err() {
             self.adopt_orphan(Orphan {
@@ -48,7 +48,7 @@ impl AllocState {
     }
 
     fn adopt_orphan(&mut self, orphan: Orphan) {
-        self.stats.reserved_bytes.add_unpooled(orphan.size);
+        self.stats.other.reserved_bytes.add_unpooled(orphan.size);
         self.orphans.push(orphan);
     }
 
@@ -61,7 +61,7 @@ impl AllocState {
         let orphans = std::mem::take(&mut self.orphans);
         for mut o in orphans {
             if let Some(addr) = o.mapped {
-                self.stats.num_device_unmap += 1;
+                self.stats.other.num_device_unmap += 1;
                 // SAFETY: as in `give_back_chunk`.
                 match unsafe { vm.unmap(DeviceAddr(addr), o.size) } {
                     Ok(()) => o.mapped = None,
@@ -72,10 +72,10 @@ impl AllocState {
                     }
                 }
             }
-            self.stats.num_device_free += 1;
+            self.stats.other.num_device_free += 1;
             // SAFETY: not mapped anywhere.
             match unsafe { vm.release_chunk(o.handle, o.size) } {
-                Ok(()) => self.stats.reserved_bytes.sub_unpooled(o.size),
+                Ok(()) => self.stats.other.reserved_bytes.sub_unpooled(o.size),
                 Err(e) => {
                     first_error.get_or_insert(e);
                     self.orphans.push(o);
@@ -186,7 +186,7 @@ impl AllocState {
         let mut error = None;
         for &c in &chunk_list[c0..c1] {
             let size = self.chunks[c as usize].as_ref().expect("live chunk").size;
-            self.stats.num_device_unmap += 1;
+            self.stats.other.num_device_unmap += 1;
             // SAFETY: the chunk lies inside a free block that no queued work uses.
             if let Err(e) = unsafe { vm.unmap(DeviceAddr(base + end as u64), size) } {
                 error = Some(e);
@@ -204,7 +204,7 @@ impl AllocState {
         for &c in &chunk_list[c0..c1] {
             let chunk = self.chunks[c as usize].take().expect("live chunk");
             self.vacant_chunks.push(c);
-            self.stats.num_device_free += 1;
+            self.stats.other.num_device_free += 1;
             // SAFETY: unmapped just above.
             if unsafe { vm.release_chunk(chunk.handle, chunk.size) }.is_err() {
                 self.adopt_orphan(Orphan {
@@ -249,7 +249,7 @@ impl AllocState {
         let SegmentMemory::Mapped { mut chunks, arena } = old.memory else {
             unreachable!("only mapped segments have chunks");
         };
-        self.stats.reserved_bytes.sub(pool, hole);
+        self.stats.other.reserved_bytes.sub(pool, hole);
         self.arenas[arena as usize].mapped -= hole;
         let base = old.base;
         let right_chunks = chunks.split_off(c1);

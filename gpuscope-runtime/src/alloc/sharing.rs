@@ -74,7 +74,7 @@ impl AllocState {
         }
         let idle = ask_idle(
             &*self.backend,
-            &mut self.stats,
+            &mut self.stats.other,
             &mut self.fences,
             self.tick,
             stream,
@@ -113,7 +113,7 @@ impl AllocState {
             if busy.contains(&b.stream) {
                 return false;
             }
-            let idle = ask_idle(&**backend, stats, fences, *tick, b.stream);
+            let idle = ask_idle(&**backend, &mut stats.other, fences, *tick, b.stream);
             if !idle {
                 busy.push(b.stream);
             }

@@ -30,11 +30,11 @@ use super::config::AllocConfig;
 use super::events::PendingFrees;
 use super::fences::Fences;
 use super::free_index::FreeIndex;
+use super::live_stats::LiveStats;
 use super::oom::AllocError;
 use super::oom::OomCause;
 use super::rounding::{MAX_ALLOCATION, Pool, ROUND_LARGE, round_size, should_split};
 use super::segment::{Arena, Orphan, PhysChunk, Segment};
-use super::stats::MemoryStats;
 
 /// An allocation trace being recorded.
 #[derive(Debug, Default)]
@@ -86,7 +86,7 @@ pub(crate) struct AllocState {
     pub(super) stream_uses: FxHashMap<u32, StreamUses>,
     /// Stream fences (`record_fence`).
     pub(super) fences: Fences,
-    pub stats: MemoryStats,
+    pub stats: LiveStats,
     pub(super) limit: Option<(usize, String)>,
     pub(super) total_memory: usize,
     pub(super) tick: u64,
@@ -123,7 +123,7 @@ impl AllocState {
             pending: PendingFrees::default(),
             stream_uses: FxHashMap::default(),
             fences: Fences::default(),
-            stats: MemoryStats::default(),
+            stats: LiveStats::default(),
             limit: None,
             total_memory,
             tick: 0,
@@ -133,7 +133,7 @@ impl AllocState {
             scratch: Vec::new(),
             config,
         };
-        state.stats.max_split_size = if state.config.max_split_size == usize::MAX {
+        state.stats.other.max_split_size = if state.config.max_split_size == usize::MAX {
             -1
         } else {
             state.config.max_split_size as i64
@@ -173,7 +173,7 @@ impl AllocState {
     }
 
     pub(super) fn reserved(&self) -> usize {
-        self.stats.reserved_bytes.all.current as usize
+        self.stats.other.reserved_bytes.all.current as usize
     }
 
     #[inline]
@@ -244,7 +244,7 @@ impl AllocState {
 
     #[cold]
     fn too_large(&mut self, size: usize, stream: StreamId) -> AllocError {
-        self.stats.num_ooms += 1;
+        self.stats.other.num_ooms += 1;
         AllocError::OutOfMemory(Box::new(self.oom_report(
             size,
             size,
@@ -343,12 +343,10 @@ impl AllocState {
         s.active_bytes.add(pool, size);
         s.requested_bytes.add(pool, requested);
         if size >= self.config.max_split_size {
-            s.oversize_allocations.current += 1;
-            s.oversize_allocations.allocated += 1;
-            s.oversize_allocations.peak = s
-                .oversize_allocations
-                .peak
-                .max(s.oversize_allocations.current);
+            let o = &mut s.other.oversize_allocations;
+            o.current += 1;
+            o.allocated += 1;
+            o.peak = o.peak.max(o.current);
         }
         index
     }
@@ -375,8 +373,8 @@ impl AllocState {
         self.stats.allocated_bytes.sub(pool, size);
         self.stats.requested_bytes.sub(pool, requested);
         if size >= self.config.max_split_size {
-            self.stats.oversize_allocations.current -= 1;
-            self.stats.oversize_allocations.freed += 1;
+            self.stats.other.oversize_allocations.current -= 1;
+            self.stats.other.oversize_allocations.freed += 1;
         }
         if let Some(rec) = &mut self.recording {
             if let Some(id) = rec.ids.remove(&index) {
@@ -429,7 +427,7 @@ impl AllocState {
         let (fences, tick, busy) = (&mut self.fences, self.tick, &mut self.polled_busy);
         self.pending.seal(
             &*self.backend,
-            &mut self.stats,
+            &mut self.stats.other,
             &mut done,
             &mut failed,
             |stream, idle| {
@@ -516,7 +514,7 @@ impl AllocState {
         done.clear();
         let result = self
             .pending
-            .take_completed(&*self.backend, &mut done, &mut self.stats);
+            .take_completed(&*self.backend, &mut done, &mut self.stats.other);
         self.finish_pending(&done);
         self.scratch = done;
         sealed.and(result)
@@ -527,12 +525,12 @@ impl AllocState {
         if self.pending.is_empty() {
             return Ok(());
         }
-        self.stats.num_sync_all_streams += 1;
+        self.stats.other.num_sync_all_streams += 1;
         let sealed = self.seal_frees();
         let mut done = Vec::new();
         let result = self
             .pending
-            .take_all(&*self.backend, &mut done, &mut self.stats);
+            .take_all(&*self.backend, &mut done, &mut self.stats.other);
         self.finish_pending(&done);
         sealed.and(result)
     }
@@ -559,6 +557,6 @@ impl AllocState {
         self.release_empty_arenas();
         self.pending.destroy_idle(&*self.backend);
         self.fences.destroy(&*self.backend);
-        self.stats.allocation.all.current as usize
+        self.stats.allocation.current() as usize
     }
 }

@@ -80,16 +80,6 @@ impl StatArray {
         }
     }
 
-    /// Changes the stat of `pool` and of all pools by `delta` (up or down).
-    #[inline]
-    pub(crate) fn change(&mut self, pool: Pool, delta: i64) {
-        if delta > 0 {
-            self.add(pool, delta as usize);
-        } else if delta < 0 {
-            self.sub(pool, delta.unsigned_abs() as usize);
-        }
-    }
-
     /// Increases only the all-pools stat (memory held outside either pool).
     #[inline]
     pub(crate) fn add_unpooled(&mut self, amount: usize) {

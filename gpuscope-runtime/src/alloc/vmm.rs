@@ -155,7 +155,7 @@ impl AllocState {
                     break;
                 }
             };
-            self.stats.num_device_map += 1;
+            self.stats.other.num_device_map += 1;
             // SAFETY: a new chunk, and a range of the arena's reservation above its top,
             // which nothing maps.
             if let Err(e) = unsafe { vm.map(DeviceAddr(top + done as u64), piece, handle) } {
@@ -167,7 +167,7 @@ impl AllocState {
             done += piece;
         }
         if failure.is_none() {
-            self.stats.num_set_access += 1;
+            self.stats.other.num_set_access += 1;
             // SAFETY: `done` bytes from `top` were mapped just above, side by side.
             failure = unsafe { vm.set_access(DeviceAddr(top), done) }.err();
         }
@@ -237,7 +237,7 @@ impl AllocState {
         let backend = self.backend.clone();
         let vm = backend.virtual_memory().expect("virtual memory backend");
         let base = loop {
-            self.stats.num_address_reserve += 1;
+            self.stats.other.num_address_reserve += 1;
             match vm.reserve_address(size) {
                 Ok(base) => break base,
                 Err(e) if size > least => {
@@ -263,7 +263,7 @@ impl AllocState {
         let backend = self.backend.clone();
         let vm = backend.virtual_memory().expect("virtual memory backend");
         let handle = vm.create_chunk(size)?;
-        self.stats.num_device_alloc += 1;
+        self.stats.other.num_device_alloc += 1;
         Ok(handle)
     }
 
@@ -294,7 +294,7 @@ impl AllocState {
             .filter(|&s| self.segment(s).end() == top);
         self.arenas[arena as usize].top = top + size as u64;
         self.arenas[arena as usize].mapped += size;
-        self.stats.reserved_bytes.add(pool, size);
+        self.stats.other.reserved_bytes.add(pool, size);
         let Some(seg) = top_seg else {
             let block = self.add_segment(
                 top,
