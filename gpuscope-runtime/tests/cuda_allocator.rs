@@ -80,22 +80,33 @@ fn data_written_to_blocks_reads_back_and_cached_blocks_are_reused() {
     }
 }
 
-/// Whether a pattern (byte `j` is `j % modulus`) written over the whole of `block` on
-/// `stream` reads back unchanged.
-fn writes_read_back(dev: &CudaBackend, block: &RawBlock, stream: StreamId, modulus: usize) -> bool {
+/// Writes a pattern over the whole of `block` on `stream`: byte `j` is `j % modulus`.
+fn write_pattern(dev: &CudaBackend, block: &RawBlock, stream: StreamId, modulus: usize) {
     let data: Vec<u8> = (0..block.size()).map(|j| (j % modulus) as u8).collect();
     // SAFETY: the block is live and holds `block.size()` bytes.
     unsafe {
         dev.copy_host_to_device(block.addr(), &data, stream)
             .unwrap()
     };
+}
+
+/// Whether `block` holds the pattern of [`write_pattern`] with `modulus`.
+fn holds_pattern(dev: &CudaBackend, block: &RawBlock, stream: StreamId, modulus: usize) -> bool {
     let mut back = vec![0u8; block.size()];
-    // SAFETY: as above.
+    // SAFETY: the block is live and holds `block.size()` bytes.
     unsafe {
         dev.copy_device_to_host(&mut back, block.addr(), stream)
             .unwrap()
     };
-    back == data
+    back.iter()
+        .enumerate()
+        .all(|(j, &v)| v == (j % modulus) as u8)
+}
+
+/// Whether a pattern written over the whole of `block` on `stream` reads back unchanged.
+fn writes_read_back(dev: &CudaBackend, block: &RawBlock, stream: StreamId, modulus: usize) -> bool {
+    write_pattern(dev, block, stream, modulus);
+    holds_pattern(dev, block, stream, modulus)
 }
 
 #[test]
@@ -158,6 +169,58 @@ fn a_large_growth_is_chunks_made_accessible_at_once() {
     let st = alloc.stats();
     assert_eq!(st.reserved_bytes.all.current, 0);
     assert_eq!((st.num_device_free, st.num_device_unmap), (3, 3));
+}
+
+/// `empty_cache` unmaps and releases the whole chunks inside the free memory of a large
+/// growth, between blocks still live in it, and those blocks keep their data.
+#[test]
+fn empty_cache_releases_the_chunks_between_live_blocks_and_keeps_their_data() {
+    let Some(dev) = cuda() else { return };
+    let alloc = CachingAllocator::new(dev.clone(), AllocConfig::default()).unwrap();
+    let s = StreamId::DEFAULT;
+    let page = 20usize << 20;
+    let total = dev.mem_info().unwrap().total;
+    let limit = (total / 160 / page * page).max(page);
+    alloc.free(alloc.allocate(6 * limit, s).unwrap()).unwrap();
+    assert_eq!(alloc.snapshot()[0].chunks, vec![limit; 6]);
+    // Two blocks a chunk, the second of every other chunk kept (chunks 0, 2 and 4).
+    let blocks: Vec<_> = (0..12)
+        .map(|_| alloc.allocate(limit / 2, s).unwrap())
+        .collect();
+    assert_eq!(
+        alloc.stats().num_device_alloc,
+        6,
+        "the blocks fit the growth"
+    );
+    let mut kept = Vec::new();
+    for (i, b) in blocks.into_iter().enumerate() {
+        if i % 4 == 1 {
+            write_pattern(&dev, &b, s, 233 - kept.len());
+            kept.push(b);
+        } else {
+            alloc.free(b).unwrap();
+        }
+    }
+    alloc.empty_cache().unwrap();
+    let st = alloc.stats();
+    assert_eq!(
+        (st.num_device_unmap, st.num_device_free),
+        (3, 3),
+        "chunks 1, 3 and 5 went back"
+    );
+    assert_eq!(st.reserved_bytes.all.current as usize, 3 * limit);
+    for (k, b) in kept.iter().enumerate() {
+        assert!(
+            holds_pattern(&dev, b, s, 233 - k),
+            "kept block {k} lost its data"
+        );
+    }
+    alloc.check_invariants().unwrap();
+    for b in kept {
+        alloc.free(b).unwrap();
+    }
+    alloc.empty_cache().unwrap();
+    assert_eq!(alloc.stats().reserved_bytes.all.current, 0);
 }
 
 /// Held by the replays: the one that writes its blocks keeps the default stream busy,

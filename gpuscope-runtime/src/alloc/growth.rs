@@ -230,6 +230,51 @@ mod tests {
         }
     }
 
+    /// `empty_cache` gives back every whole chunk inside the free memory of a large
+    /// growth, around the blocks still live in it: what stays reserved is at most the
+    /// two chunks each live block touches. As one chunk, all 8 GiB would stay.
+    #[test]
+    fn empty_cache_gives_back_the_chunks_around_live_blocks() {
+        let capacity = 32usize << 30;
+        let backend = Arc::new(
+            TestBackend::builder()
+                .capacity(capacity)
+                .virtual_memory(2 * MIB)
+                .build(),
+        );
+        let alloc = CachingAllocator::new(backend, AllocConfig::default()).unwrap();
+        // Chunks of 200 MiB: 1/160 of 32 GiB in whole 20 MiB pages.
+        let chunk = 200 * MIB;
+        let s = StreamId::DEFAULT;
+        alloc.free(alloc.allocate(8 << 30, s).unwrap()).unwrap();
+        let blocks: Vec<_> = (0..80)
+            .map(|_| alloc.allocate(100 * MIB, s).unwrap())
+            .collect();
+        let mut kept = Vec::new();
+        for (i, b) in blocks.into_iter().enumerate() {
+            if i % 10 == 9 {
+                kept.push(b);
+            } else {
+                alloc.free(b).unwrap();
+            }
+        }
+        let before = alloc.stats().reserved_bytes.all.current as usize;
+        assert!(before >= 8 << 30);
+        alloc.empty_cache().unwrap();
+        let after = alloc.stats().reserved_bytes.all.current as usize;
+        assert!(
+            after <= kept.len() * 2 * chunk,
+            "{after} bytes still reserved for {} live blocks of 100 MiB",
+            kept.len()
+        );
+        alloc.check_invariants().unwrap();
+        for b in kept {
+            alloc.free(b).unwrap();
+        }
+        alloc.empty_cache().unwrap();
+        assert_eq!(alloc.stats().reserved_bytes.all.current, 0);
+    }
+
     /// `max_chunk_size_mb` sets the chunk: 1 GiB in 20 MiB chunks is 52 device
     /// allocations (51.2 pages, the last one rounded up), one `cuMemSetAccess`.
     #[test]
