@@ -15,7 +15,7 @@ out=/tmp/final_logs/final
 shift
 phases=${*:-tests gpt ddp sanitize}
 has() { [[ " $phases " == *" $1 "* ]]; }
-mkdir -p "$out"
+mkdir -p "$out" "$base"
 source bench/device_bin.sh
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
