@@ -138,6 +138,14 @@ fn a_block_across_chunks_of_two_growths_reads_back() {
     );
 }
 
+/// The 20 MiB page of growths and the largest chunk on `dev`: 1/160 of its memory in
+/// whole pages (`growth::chunk_limit`).
+fn chunk_limit(dev: &CudaBackend) -> (usize, usize) {
+    let page = 20usize << 20;
+    let total = dev.mem_info().unwrap().total;
+    (page, (total / 160 / page * page).max(page))
+}
+
 /// A growth larger than 1/160 of the device is mapped as several chunks, side by side,
 /// made accessible in one `cuMemSetAccess`; data written across the chunks reads back,
 /// and each chunk goes back on its own.
@@ -146,9 +154,7 @@ fn a_large_growth_is_chunks_made_accessible_at_once() {
     let Some(dev) = cuda() else { return };
     let alloc = CachingAllocator::new(dev.clone(), AllocConfig::default()).unwrap();
     let s = StreamId::DEFAULT;
-    let page = 20usize << 20;
-    let total = dev.mem_info().unwrap().total;
-    let limit = (total / 160 / page * page).max(page);
+    let (page, limit) = chunk_limit(&dev);
     // Two whole chunks and a third of 13 pages.
     let size = 2 * limit + 13 * page;
     let big = alloc.allocate(size, s).unwrap();
@@ -178,9 +184,7 @@ fn empty_cache_releases_the_chunks_between_live_blocks_and_keeps_their_data() {
     let Some(dev) = cuda() else { return };
     let alloc = CachingAllocator::new(dev.clone(), AllocConfig::default()).unwrap();
     let s = StreamId::DEFAULT;
-    let page = 20usize << 20;
-    let total = dev.mem_info().unwrap().total;
-    let limit = (total / 160 / page * page).max(page);
+    let (_, limit) = chunk_limit(&dev);
     alloc.free(alloc.allocate(6 * limit, s).unwrap()).unwrap();
     assert_eq!(alloc.snapshot()[0].chunks, vec![limit; 6]);
     // Two blocks a chunk, the second of every other chunk kept (chunks 0, 2 and 4).

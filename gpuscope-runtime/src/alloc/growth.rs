@@ -89,7 +89,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::alloc::{AllocConfig, CachingAllocator};
+    use crate::alloc::{AllocConfig, CachingAllocator, RawBlock};
     use crate::backend::StreamId;
     use crate::backend::test::TestBackend;
 
@@ -168,40 +168,26 @@ mod tests {
     }
 
     fn sim_allocator() -> CachingAllocator {
-        let backend = Arc::new(
-            TestBackend::builder()
-                .capacity(80 << 30)
-                .virtual_memory(2 * MIB)
-                .build(),
-        );
-        CachingAllocator::new(backend, AllocConfig::default()).unwrap()
+        sim_allocator_with(80 << 30, AllocConfig::default())
     }
 
-    /// A large growth is mapped in chunks of at most 1/160 of the device, so when the
-    /// device runs out, the memory freed inside it goes back chunk by chunk even though
-    /// live blocks are scattered through it. As one chunk, the 8 GiB would stay held
-    /// and the 26 GiB request would fail.
-    #[test]
-    fn under_pressure_memory_freed_inside_a_large_growth_goes_back() {
-        let capacity = 32usize << 30;
+    /// An allocator on a simulated device of `capacity` bytes with 2 MiB mapping pages.
+    fn sim_allocator_with(capacity: usize, config: AllocConfig) -> CachingAllocator {
         let backend = Arc::new(
             TestBackend::builder()
                 .capacity(capacity)
                 .virtual_memory(2 * MIB)
                 .build(),
         );
-        let alloc = CachingAllocator::new(backend, AllocConfig::default()).unwrap();
+        CachingAllocator::new(backend, config).unwrap()
+    }
+
+    /// An 8 GiB growth, freed and cut into 100 MiB blocks of which one in ten stays
+    /// live (returned): 7.2 GiB cached in 900 MiB holes around them.
+    fn holes_around_live_blocks(alloc: &CachingAllocator) -> Vec<RawBlock> {
         let s = StreamId::DEFAULT;
-        let big = alloc.allocate(8 << 30, s).unwrap();
-        // 8 GiB in chunks of 200 MiB (32 GiB / 160 = 204.8 MiB, in whole 20 MiB pages).
-        assert_eq!(chunk_limit(capacity, None, 2 * MIB), 200 * MIB);
+        alloc.free(alloc.allocate(8 << 30, s).unwrap()).unwrap();
         let grown = alloc.stats().num_device_alloc;
-        assert_eq!(grown, 41);
-        // Each chunk mapped on its own, all made accessible in one call.
-        assert_eq!(alloc.stats().num_device_map, 41);
-        assert_eq!(alloc.stats().num_set_access, 1);
-        alloc.free(big).unwrap();
-        // The same memory cut into 100 MiB blocks; one in ten stays live.
         let blocks: Vec<_> = (0..80)
             .map(|_| alloc.allocate(100 * MIB, s).unwrap())
             .collect();
@@ -218,9 +204,27 @@ mod tests {
                 alloc.free(b).unwrap();
             }
         }
+        kept
+    }
+
+    /// A large growth is mapped in chunks of at most 1/160 of the device, so when the
+    /// device runs out, the memory freed inside it goes back chunk by chunk even though
+    /// live blocks are scattered through it. As one chunk, the 8 GiB would stay held
+    /// and the 26 GiB request would fail.
+    #[test]
+    fn under_pressure_memory_freed_inside_a_large_growth_goes_back() {
+        let capacity = 32usize << 30;
+        let alloc = sim_allocator_with(capacity, AllocConfig::default());
+        // 8 GiB in chunks of 200 MiB (32 GiB / 160 = 204.8 MiB, in whole 20 MiB pages).
+        assert_eq!(chunk_limit(capacity, None, 2 * MIB), 200 * MIB);
+        let kept = holes_around_live_blocks(&alloc);
+        let st = alloc.stats();
+        assert_eq!(st.num_device_alloc, 41);
+        // Each chunk mapped on its own, all made accessible in one call.
+        assert_eq!((st.num_device_map, st.num_set_access), (41, 1));
         // 24 GiB of the device is free, 7.2 GiB more is cached in 900 MiB holes: the
         // request fits only with the whole chunks of those holes given back.
-        let huge = alloc.allocate(26 << 30, s).unwrap();
+        let huge = alloc.allocate(26 << 30, StreamId::DEFAULT).unwrap();
         let st = alloc.stats();
         assert!(st.num_device_free > 0, "chunks inside the holes went back");
         assert!(st.reserved_bytes.all.current as usize <= capacity);
@@ -235,31 +239,11 @@ mod tests {
     /// two chunks each live block touches. As one chunk, all 8 GiB would stay.
     #[test]
     fn empty_cache_gives_back_the_chunks_around_live_blocks() {
-        let capacity = 32usize << 30;
-        let backend = Arc::new(
-            TestBackend::builder()
-                .capacity(capacity)
-                .virtual_memory(2 * MIB)
-                .build(),
-        );
-        let alloc = CachingAllocator::new(backend, AllocConfig::default()).unwrap();
+        let alloc = sim_allocator_with(32 << 30, AllocConfig::default());
         // Chunks of 200 MiB: 1/160 of 32 GiB in whole 20 MiB pages.
         let chunk = 200 * MIB;
-        let s = StreamId::DEFAULT;
-        alloc.free(alloc.allocate(8 << 30, s).unwrap()).unwrap();
-        let blocks: Vec<_> = (0..80)
-            .map(|_| alloc.allocate(100 * MIB, s).unwrap())
-            .collect();
-        let mut kept = Vec::new();
-        for (i, b) in blocks.into_iter().enumerate() {
-            if i % 10 == 9 {
-                kept.push(b);
-            } else {
-                alloc.free(b).unwrap();
-            }
-        }
-        let before = alloc.stats().reserved_bytes.all.current as usize;
-        assert!(before >= 8 << 30);
+        let kept = holes_around_live_blocks(&alloc);
+        assert!(alloc.stats().reserved_bytes.all.current >= 8 << 30);
         alloc.empty_cache().unwrap();
         let after = alloc.stats().reserved_bytes.all.current as usize;
         assert!(
@@ -279,14 +263,7 @@ mod tests {
     /// allocations (51.2 pages, the last one rounded up), one `cuMemSetAccess`.
     #[test]
     fn max_chunk_size_mb_sets_the_chunk() {
-        let backend = Arc::new(
-            TestBackend::builder()
-                .capacity(80 << 30)
-                .virtual_memory(2 * MIB)
-                .build(),
-        );
-        let config = "max_chunk_size_mb:20".parse().unwrap();
-        let alloc = CachingAllocator::new(backend, config).unwrap();
+        let alloc = sim_allocator_with(80 << 30, "max_chunk_size_mb:20".parse().unwrap());
         let b = alloc.allocate(1 << 30, StreamId::DEFAULT).unwrap();
         let st = alloc.stats();
         assert_eq!((st.num_device_alloc, st.num_set_access), (52, 1));
