@@ -37,8 +37,15 @@ impl Tally {
         let (i, amount) = (pool.index(), amount as i64);
         self.current[i] += amount;
         self.increases[i] += amount;
-        self.peak[i] = self.peak[i].max(self.current[i]);
-        self.peak_all = self.peak_all.max(self.current[0] + self.current[1]);
+        // Branches rather than `max`: past the first pass a peak is rarely passed, and an
+        // untaken branch stores nothing.
+        if self.current[i] > self.peak[i] {
+            self.peak[i] = self.current[i];
+        }
+        let all = self.current[0] + self.current[1];
+        if all > self.peak_all {
+            self.peak_all = all;
+        }
     }
 
     /// Decreases the stat of `pool` (and of both pools).
