@@ -265,6 +265,8 @@ mod tests {
         assert!(e.message.contains("no longer"), "{e}");
         let e = err("fence_interval:5");
         assert!(e.help.contains("did you mean `fence_interval_us`"), "{e}");
+        let e = err("max_chunk_size_mb:99999999999999999999");
+        assert!(e.message.contains("too large"), "{e}");
         let e = err("max_chunk_size_mb:4");
         assert!(e.message.contains("at least 20"), "{e}");
         assert!(e.help.contains("max_chunk_size_mb:20"), "{e}");

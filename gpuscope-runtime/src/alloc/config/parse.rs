@@ -269,11 +269,15 @@ fn parse_bool(key: &str, value: &str) -> Result<bool, ItemError> {
 }
 
 fn parse_uint(key: &str, value: &str) -> Result<usize, ItemError> {
-    value.parse::<usize>().map_err(|_| {
-        (
+    value.parse::<usize>().map_err(|e| match e.kind() {
+        std::num::IntErrorKind::PosOverflow => (
+            format!("`{key}` is too large: `{value}` is above {}", usize::MAX),
+            format!("write a value that fits the device, e.g. `{key}:128`"),
+        ),
+        _ => (
             format!("`{key}` takes a whole number, got `{value}`"),
             format!("write e.g. `{key}:128`"),
-        )
+        ),
     })
 }
 
