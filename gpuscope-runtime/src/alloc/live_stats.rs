@@ -60,7 +60,7 @@ impl Tally {
         if delta > 0 {
             self.add(pool, delta as usize);
         } else if delta < 0 {
-            self.current[pool.index()] += delta;
+            self.sub(pool, delta.unsigned_abs() as usize);
         }
     }
 
