@@ -47,13 +47,15 @@ import workloads_tenth  # noqa: E402
 import workloads_eleventh  # noqa: E402
 import workloads_twelfth  # noqa: E402
 import workloads_thirteenth  # noqa: E402
+import workloads_fourteenth  # noqa: E402
 
 WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS, **workloads_third.WORKLOADS,
              **workloads_fourth.WORKLOADS, **workloads_fifth.WORKLOADS,
              **workloads_sixth.WORKLOADS, **workloads_seventh.WORKLOADS,
              **workloads_eighth.WORKLOADS, **workloads_ninth.WORKLOADS,
              **workloads_tenth.WORKLOADS, **workloads_eleventh.WORKLOADS,
-             **workloads_twelfth.WORKLOADS, **workloads_thirteenth.WORKLOADS}
+             **workloads_twelfth.WORKLOADS, **workloads_thirteenth.WORKLOADS,
+             **workloads_fourteenth.WORKLOADS}
 # Workloads that run one process per GPU under torchrun, and how many (record_all.sh).
 RANKS = workloads_tenth.RANKS
 
