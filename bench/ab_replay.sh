@@ -10,7 +10,7 @@ mkdir -p "$out"
 for r in $(seq 1 "$rounds"); do
   for side in old new; do
     bin=$old; [[ $side == new ]] && bin=$new
-    "$bin" replay --backend cuda --format json --warm-passes 10 tests/data/traces/*.csv > "$out/${side}_$r.jsonl"
+    "$bin" replay --backend cuda --format json --warm-passes 10 tests/data/traces/*.csv* > "$out/${side}_$r.jsonl"
     python3 -c 'import json,statistics,sys
 v=[json.loads(l)["warm_ns_per_op"] for l in open(sys.argv[1])]
 print(sys.argv[2], sys.argv[3], "median warm ns/op over", len(v), "traces:", round(statistics.median(v), 1))' "$out/${side}_$r.jsonl" "$side" "$r"

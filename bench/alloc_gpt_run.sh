@@ -15,7 +15,7 @@ for t in cuda_allocator cuda_tensor; do
   echo "== $t"; timeout 120 ".device-bin/tests/$t" --test-threads=4 2>&1 | grep -E "^test |test result|skipped|panicked|FAILED|assert"
 done > "$out/tests.txt" 2>&1
 grep -hE "test result|FAILED|panicked" "$out/tests.txt"
-REPEATS=3 timeout 330 bash bench/compare_torch.sh .device-bin/gpuscope "$out/cmp" tests/data/traces/*.csv > /dev/null 2> "$out/cmp_stderr.txt"
+REPEATS=3 timeout 330 bash bench/compare_torch.sh .device-bin/gpuscope "$out/cmp" tests/data/traces/*.csv* > /dev/null 2> "$out/cmp_stderr.txt"
 tail -3 "$out/cmp_stderr.txt"
 sed -n '/warm \/ PyTorch default/,/^$/p' "$out/cmp/table.md"
 mkdir -p "$out/gpt"

@@ -6,7 +6,7 @@ Usage (from the repository root):
     cargo build --release -p gpuscope-cli --bin gpuscope
     python3 bench/alloc_policy_table.py [GPUSCOPE_BINARY] [--json OUT.jsonl] [--baseline BASE.jsonl]
 
-Replays every `tests/data/traces/*.csv` with `gpuscope replay --backend sim --format json
+Replays every `tests/data/traces/*.csv*` with `gpuscope replay --backend sim --format json
 --warm-passes 3` and prints, per trace: peak allocated, peak reserved, their ratio,
 device allocations (`cuMemCreate`), driver calls per warm pass (allocate, map, unmap,
 set access, release, waits), then PyTorch's peak reserved, ratio and device allocations
@@ -53,7 +53,7 @@ WARM_KINDS = ("allocs", "frees", "maps", "unmaps", "set_access", "address_reserv
 
 
 def run(binary):
-    traces = sorted(glob("tests/data/traces/*.csv"))
+    traces = sorted(glob("tests/data/traces/*.csv*"))
     out = subprocess.run(
         [binary, "replay", "--backend", "sim", "--format", "json", "--warm-passes", "3", *traces],
         check=True, capture_output=True, text=True, env=os.environ,
@@ -62,7 +62,7 @@ def run(binary):
 
 
 def name_of(r):
-    return os.path.basename(r["trace"]).removesuffix(".csv")
+    return os.path.basename(r["trace"]).removesuffix(".gz").removesuffix(".csv")
 
 
 def main(argv):

@@ -18,8 +18,8 @@ for t in .device-bin/tests/*; do
 done > "$out/tests.txt" 2>&1
 
 # 2. The allocator against PyTorch's.
-bash bench/compare_torch.sh .device-bin/gpuscope "$out/cmp" tests/data/traces/*.csv > /dev/null 2>&1
-.device-bin/gpuscope replay --backend cuda --format json --warm-passes 10 tests/data/traces/*.csv > "$out/cmp/gpuscope_passes10.jsonl"
+bash bench/compare_torch.sh .device-bin/gpuscope "$out/cmp" tests/data/traces/*.csv* > /dev/null 2>&1
+.device-bin/gpuscope replay --backend cuda --format json --warm-passes 10 tests/data/traces/*.csv* > "$out/cmp/gpuscope_passes10.jsonl"
 
 # 3. Training: gpuscope (tracking on, the example's default; and off), PyTorch's twin.
 .device-bin/train --device cuda --timeline "$out/timeline.svg" > "$out/train_cuda.txt" 2>&1

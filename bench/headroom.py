@@ -22,6 +22,7 @@ Bisection on the fraction between --lo (default 0.80) and 1.0, --steps times (de
 about 0.16% of the device). Prints one line per trace and runner, then a table.
 """
 import argparse
+import gzip
 import os
 import subprocess
 import sys
@@ -32,7 +33,7 @@ GIB = 1 << 30
 
 
 def read_trace(path):
-    with open(path) as f:
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
         header = f.readline()
         rows = [line.rstrip("\n").split(",") for line in f if line.strip()]
     live, cur, peak = {}, 0, 0
@@ -87,7 +88,7 @@ def device_free():
 
 def headroom(runner, trace, capacity, lo, steps, tmp):
     header, rows, peak = read_trace(trace)
-    path = os.path.join(tmp, os.path.basename(trace))
+    path = os.path.join(tmp, os.path.basename(trace).removesuffix(".gz"))
     ok_at, t0, tries = None, time.time(), 0
     hi = 1.0
     # The lower end must replay; if not, step down.

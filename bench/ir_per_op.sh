@@ -4,7 +4,7 @@
 # with 6 warm passes minus one with 1, over 5 passes of the trace's operations, on the
 # simulated device. From the repository root:
 #   bash bench/ir_per_op.sh GPUSCOPE_BINARY TRACE_NAME...
-# (TRACE_NAME: a trace of tests/data/traces without .csv.) Needs valgrind.
+# (TRACE_NAME: a trace of tests/data/traces without .csv or .csv.gz.) Needs valgrind.
 set -euo pipefail
 bin=$1; shift
 count() {
@@ -14,7 +14,8 @@ count() {
 }
 for t in "$@"; do
   f=tests/data/traces/$t.csv
-  ops=$(($(wc -l < "$f") - 1))
+  [[ -f $f ]] || f=$f.gz
+  ops=$(($(gzip -dcf "$f" | wc -l) - 1))
   a=$(count 1 "$f")
   b=$(count 6 "$f")
   echo "$t $(( (b - a) / (5 * ops) )) Ir/op"

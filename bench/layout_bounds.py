@@ -5,8 +5,9 @@ block at the lowest offset free for its whole life), rounded up to 2 MiB per are
 An online allocator (gpuscope, PyTorch) knows no lifetime in advance; this is what
 even full knowledge of one pass reaches with the same arenas.
 
-Usage: python3 bench/layout_bounds.py tests/data/traces/*.csv
+Usage: python3 bench/layout_bounds.py tests/data/traces/*.csv*
 """
+import gzip
 import sys
 from collections import defaultdict
 
@@ -21,7 +22,8 @@ def r512(s):
 def intervals(path):
     """(start, end, size, arena) per allocation, time in operations."""
     live, out, t = {}, [], 0
-    for line in open(path).read().splitlines()[1:]:
+    opener = gzip.open if path.endswith(".gz") else open
+    for line in opener(path, "rt").read().splitlines()[1:]:
         op, ident, size, stream = line.split(",")
         t += 1
         if op == "a":

@@ -3,7 +3,7 @@ can reach: `bench/layout_bounds.py`'s offline layouts (knowing every lifetime, p
 (stream, pool) arena) against the ratios of a `compare_torch.sh` call, per trace and in
 total.
 
-Usage: python3 bench/layout_bounds.py tests/data/traces/*.csv > BOUNDS.txt
+Usage: python3 bench/layout_bounds.py tests/data/traces/*.csv* > BOUNDS.txt
        python3 bench/layout_gap.py BOUNDS.txt CMP_DIR
 """
 import json
@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-BOUND = re.compile(r"^(\S+\.csv): offline static layout / peak live = ([\d.]+)")
+BOUND = re.compile(r"^(\S+\.csv(?:\.gz)?): offline static layout / peak live = ([\d.]+)")
 
 
 def bounds(path):

@@ -14,9 +14,9 @@ out=$2
 passes=${3:-6}
 mkdir -p "$out"
 traces=()
-for t in tests/data/traces/*.csv; do
+for t in tests/data/traces/*.csv*; do
   # Traces with more than one stream (the fourth column).
-  if [[ $(cut -d, -f4 "$t" | tail -n +2 | sort -u | wc -l) -gt 1 ]]; then traces+=("$t"); fi
+  if [[ $(gzip -dcf "$t" | cut -d, -f4 | tail -n +2 | sort -u | wc -l) -gt 1 ]]; then traces+=("$t"); fi
 done
 for share in False True; do
   for touch in "" --touch; do

@@ -33,6 +33,6 @@ REPEATS=$repeats bash "$here/../compare_torch.sh" "$bin" "$out/cmp" "${new[@]}" 
 echo "corpus compared at $((SECONDS - start)) s"
 if [[ -n ${ALL_TIMEOUT:-} ]]; then
   REPEATS=$repeats timeout "$ALL_TIMEOUT" bash "$here/../compare_torch.sh" "$bin" "$out/cmp_all" \
-    tests/data/traces/*.csv "${new[@]}" > /dev/null || echo "full comparison cut off"
+    tests/data/traces/*.csv* "${new[@]}" > /dev/null || echo "full comparison cut off"
   echo "all compared at $((SECONDS - start)) s"
 fi

@@ -416,7 +416,7 @@ pub fn replay_trace_from_bytes(bytes: &[u8], name: &str) -> Result<(Trace, Vec<S
         Some(InputKind::Pytorch) => {}
         Some(InputKind::Gpuscope) => {
             let what = if bytes.windows(10).take(400).any(|w| w == b"\"workload\"") {
-                "the PyTorch figures recorded beside a trace: replay the `.csv` of the same name"
+                "the PyTorch figures recorded beside a trace: replay the `.csv` (or `.csv.gz`) of the same name"
             } else {
                 "a gpuscope memory snapshot (`gpuscope view` shows it)"
             };

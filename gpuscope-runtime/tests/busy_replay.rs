@@ -14,13 +14,14 @@
 //! the streams); `--nocapture` prints both settings' figures.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use gpuscope_runtime::alloc::{AllocConfig, CachingAllocator, RawBlock};
 use gpuscope_runtime::backend::test::{EventMode, TestBackend};
 use gpuscope_runtime::backend::{Backend, StreamId};
 use gpuscope_runtime::trace::{Trace, TraceOp};
+
+mod corpus;
 
 const PASSES: usize = 6;
 /// Passes after which every pass must be served from the cache.
@@ -145,21 +146,9 @@ fn busy_replay(trace: &Trace, name: &str, share: bool, lag: usize) -> Busy {
 }
 
 fn multi_stream_traces() -> Vec<(String, Trace)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/traces");
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "csv"))
-        .collect();
-    paths.sort();
-    let traces: Vec<(String, Trace)> = paths
-        .iter()
-        .map(|p| {
-            (
-                p.file_stem().unwrap().to_string_lossy().into_owned(),
-                Trace::read(p).unwrap(),
-            )
-        })
+    let traces: Vec<(String, Trace)> = corpus::all_traces()
+        .into_iter()
+        .map(|(name, t)| (corpus::stem(&name).to_string(), t))
         .filter(|(_, t)| t.streams().len() > 1)
         .collect();
     assert!(traces.len() >= 9, "{} multi-stream traces", traces.len());

@@ -12,7 +12,6 @@
 //! - every trace, its requests scaled until its peak of live memory is 90% of the
 //!   device, still replays (memory freed inside large growths goes back under pressure).
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use gpuscope_runtime::alloc::{AllocConfig, CachingAllocator, RawBlock};
@@ -21,30 +20,19 @@ use gpuscope_runtime::backend::{Backend, StreamId};
 use gpuscope_runtime::trace::replay::{ReplayOptions, ReplayResult, peak_live, replay};
 use gpuscope_runtime::trace::{Trace, TraceOp};
 
-fn traces_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/data/traces")
-}
+mod corpus;
+
+use corpus::json_beside;
 
 /// Every trace file, by name, sorted.
 fn all_traces() -> Vec<(String, Trace)> {
-    let mut names: Vec<PathBuf> = std::fs::read_dir(traces_dir())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "csv"))
-        .collect();
-    names.sort();
+    let traces = corpus::all_traces();
     assert!(
-        names.len() >= 95,
-        "the corpus has {} traces: expected the 3 shared ones, 89 recorded and 3 of the GPT example",
-        names.len()
+        traces.len() >= 103,
+        "the corpus has {} traces: expected the 3 shared ones, 97 recorded and 3 of the GPT example",
+        traces.len()
     );
-    names
-        .iter()
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, Trace::read(p).unwrap())
-        })
-        .collect()
+    traces
 }
 
 fn sim() -> Arc<TestBackend> {
@@ -292,7 +280,7 @@ fn pytorch_reserved(name: &str) -> usize {
 /// A figure of PyTorch's run that recorded the trace (default settings), from the JSON
 /// beside it.
 fn pytorch_figure(name: &str, field: &str) -> usize {
-    let json = traces_dir().join(Path::new(name).with_extension("json"));
+    let json = json_beside(name);
     let text = std::fs::read_to_string(&json).unwrap();
     let key = format!("\"{field}\":");
     let at = text
@@ -323,9 +311,17 @@ fn pytorch_figure(name: &str, field: &str) -> usize {
 /// arena the hole it leaves is split by the next step's smaller blocks, so it grows
 /// again in the first steps, where PyTorch's default keeps its segment for it (5,368 MiB;
 /// its expandable segments reserve 5,848, as gpuscope; BENCHMARKS.md, "A twelfth corpus,
-/// held out"). Pinned, so that a change either way updates this list.
+/// held out"). `deep_narrow_many_params_train` (fourteenth corpus): of its 186 MiB, 122
+/// are small blocks and 64 two 32 MiB requests; PyTorch's default gives each of those a
+/// segment of its own size (190 MiB in all), gpuscope's arena grows by whole 20 MiB pages
+/// of PyTorch's expandable segments, 80 MiB for the two (206 MiB, as those segments);
+/// growing by 2 MiB for requests of 10 MiB and more, as the default rounds them, meets
+/// 198 MiB here, but leaves 24 of the 103 traces above the lower of PyTorch's two
+/// reserved figures rather than 14 (BENCHMARKS.md, "A fourteenth corpus, held out").
+/// Pinned, so that a change either way updates this list.
 const MORE_RESERVED_THAN_PYTORCH: &[(&str, usize)] = &[
     ("cuda_graph_infer.csv", 597_688_320),
+    ("deep_narrow_many_params_train.csv.gz", 216_006_656),
     ("large_vocab_lm_train.csv", 14_201_913_344),
     ("pcgrad_multitask_train.csv", 6_132_072_448),
 ];
