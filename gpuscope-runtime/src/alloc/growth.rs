@@ -20,13 +20,13 @@ pub(super) const CHUNK_DIVISOR: usize = 160;
 /// and grows again (`memory`); with chunks as large as growths (a growth for a 2 GiB
 /// request is one 2 GiB chunk), holes that smaller requests later made in such a chunk
 /// stay out of reach, and a workload that PyTorch fits on the device runs out of memory.
-/// Replays of the 95 traces of `tests/data/traces` with every request scaled until the
-/// replay fails (`bench/headroom.py`, on the simulated 80 GiB device) reach a peak of
-/// live memory of 0.73-0.998 of the device with one chunk per growth (median 0.93), and
-/// 0.91-0.998 with this limit (median 0.97); on the H100 the limit keeps gpuscope above
+/// Replays of 95 traces of `tests/data/traces` (all it held then) with every request
+/// scaled until the replay fails (`bench/headroom.py`, on the simulated 80 GiB device)
+/// reach a peak of live memory of 0.73-0.998 of the device with one chunk per growth
+/// (median 0.93), and 0.91-0.998 with this limit (median 0.97); on the H100 the limit keeps gpuscope above
 /// or at PyTorch's default allocator on the 22 traces measured (BENCHMARKS.md, "Close to the
 /// device's memory"). The price is device allocations: a growth larger than the limit is
-/// several, so 81 of the 95 traces stay at most PyTorch's rather than 86. Placement and
+/// several, so 89 of the 103 traces stay at most PyTorch's rather than 94. Placement and
 /// reserved memory do not change: the chunks of a growth are mapped side by side.
 ///
 /// `max_chunk_size_mb` in `GPUSCOPE_ALLOC_CONF` (`configured`) replaces 1/160 of the
@@ -46,7 +46,7 @@ pub(super) fn chunk_limit(capacity: usize, configured: Option<usize>, page: usiz
 /// ([`LARGE_BUFFER`]) for the large pool, 2 MiB ([`SMALL_BUFFER`]) for the small one.
 /// With the same best fit, this is PyTorch's placement: the placement model
 /// (`bench/alloc_model/torch_expandable.py`) gives the reserved memory PyTorch's
-/// expandable segments measured on all 95 traces of `tests/data/traces`. Unlike PyTorch,
+/// expandable segments measured on 95 traces of `tests/data/traces`. Unlike PyTorch,
 /// which creates one physical allocation per page, a growth is one allocation.
 ///
 /// While a large arena only grows (nothing freed since its last growth, as while a
@@ -56,10 +56,10 @@ pub(super) fn chunk_limit(capacity: usize, configured: Option<usize>, page: usiz
 /// it leaves unused at the top is what the next requests (the first step's activations)
 /// take before the arena grows again.
 ///
-/// Device allocations stay at most PyTorch's on 81 of the 95 traces of
+/// Device allocations stay at most PyTorch's on 89 of the 103 traces of
 /// `tests/data/traces` (`trace_invariants.rs` lists the others), reserved memory at most
-/// that of PyTorch's better mode on 80 (BENCHMARKS.md, "PyTorch's pages" and the twelfth
-/// and thirteenth corpora).
+/// that of PyTorch's better mode on 86 (BENCHMARKS.md, "PyTorch's pages", the twelfth to
+/// fourteenth corpora and "The last binary on all 103 traces").
 pub(super) fn growth_size(
     pool: Pool,
     short: usize,
