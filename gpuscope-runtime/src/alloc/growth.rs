@@ -20,13 +20,13 @@ pub(super) const CHUNK_DIVISOR: usize = 160;
 /// and grows again (`memory`); with chunks as large as growths (a growth for a 2 GiB
 /// request is one 2 GiB chunk), holes that smaller requests later made in such a chunk
 /// stay out of reach, and a workload that PyTorch fits on the device runs out of memory.
-/// Replays of 95 traces of `tests/data/traces` (all it held then) with every request
-/// scaled until the replay fails (`bench/headroom.py`, on the simulated 80 GiB device)
-/// reach a peak of live memory of 0.73-0.998 of the device with one chunk per growth
-/// (median 0.93), and 0.91-0.998 with this limit (median 0.97); on the H100 the limit keeps gpuscope above
-/// or at PyTorch's default allocator on the 22 traces measured (BENCHMARKS.md, "Close to the
-/// device's memory"). The price is device allocations: a growth larger than the limit is
-/// several, so 89 of the 103 traces stay at most PyTorch's rather than 94. Placement and
+/// Replays of 95 traces of `tests/data/traces` (all it held then) with every request scaled
+/// until the replay fails (`bench/headroom.py`, on the simulated 80 GiB device) reach a
+/// peak of live memory of 0.73-0.998 of the device with one chunk per growth (median 0.93),
+/// and 0.91-0.998 with this limit (median 0.97); on the H100 the limit keeps gpuscope above
+/// or at PyTorch's default allocator on the 22 traces measured (BENCHMARKS.md, "Close to
+/// the device's memory"). The price is device allocations: a growth larger than the limit
+/// is several, so 89 of the 103 traces stay at most PyTorch's rather than 94. Placement and
 /// reserved memory do not change: the chunks of a growth are mapped side by side.
 ///
 /// `max_chunk_size_mb` in `GPUSCOPE_ALLOC_CONF` (`configured`) replaces 1/160 of the
