@@ -28,20 +28,8 @@ from torch.func import functional_call
 from torch.utils.checkpoint import checkpoint
 
 from workloads import DEV, Gpt
-
-CUDA = DEV.type == "cuda"
-
-
-def _amp(dtype):
-    return dict(device_type=DEV.type, dtype=dtype, enabled=CUDA)
-
-
-def _generator(seed):
-    return torch.Generator().manual_seed(seed)
-
-
-def _pick(gen, choices):
-    return choices[int(torch.randint(0, len(choices), (1,), generator=gen))]
+# The thirteenth corpus's helpers: autocast settings, seeded generators, random choices.
+from workloads_thirteenth import CUDA, _amp, _generator, _pick
 
 
 def _randint(gen, lo, hi):
