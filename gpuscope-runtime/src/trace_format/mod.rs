@@ -16,8 +16,9 @@
 //! makes them from `torch.cuda.memory._snapshot()`). Stream numbers are labels: a replay
 //! gives each distinct one a stream of its own, in order of first use.
 //!
-//! Every malformed or inconsistent line is an error naming the file and the line: text
-//! that is not UTF-8, a wrong header, a wrong number of fields, a number out of range,
+//! Every malformed or inconsistent line is an error naming the file and the line:
+//! gzip-compressed data (which `gpuscope replay` decompresses itself; the library reads
+//! text), text that is not UTF-8, a wrong header, a wrong number of fields, a number out of range,
 //! an unknown op, an id allocated twice, a free or `record_stream` of an id that is not
 //! live, more than [`MAX_STREAMS`] streams.
 //!
@@ -157,6 +158,17 @@ impl Trace {
     /// Parses and validates trace bytes (which must be UTF-8 text); `name` is used in
     /// errors.
     pub fn parse_bytes(bytes: &[u8], name: &str) -> Result<Trace, TraceError> {
+        if bytes.starts_with(&[0x1f, 0x8b]) {
+            return Err(TraceError::Line {
+                file: name.to_string(),
+                line: 1,
+                message: format!(
+                    "gzip-compressed data, not CSV text `{HEADER}`: decompress it first \
+                     (`gzip -dc`), or replay it with `gpuscope replay`, which reads \
+                     `.csv.gz` files as they are"
+                ),
+            });
+        }
         match std::str::from_utf8(bytes) {
             Ok(text) => Self::parse_str(text, name),
             Err(e) => {
@@ -229,6 +241,16 @@ mod tests {
             TraceError::Line { line, message, .. } => (line, message),
             e => panic!("unexpected {e}"),
         }
+    }
+
+    #[test]
+    fn gzip_data_is_named_as_such() {
+        let gz = [0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0xff];
+        let e = Trace::parse_bytes(&gz, "t.csv.gz").unwrap_err().to_string();
+        assert!(
+            e.starts_with("t.csv.gz:1: gzip-compressed data") && e.contains("gzip -dc"),
+            "{e}"
+        );
     }
 
     #[test]
