@@ -43,7 +43,7 @@ def pytorch_figures(cmp_dir):
         return r["peak_allocated"] / MIB, r["peak_reserved"] / MIB, r["device_allocs"]
 
     return {
-        name_of({"trace": t}): (three(r), three(runs["expandable"][t]))
+        stem(t): (three(r), three(runs["expandable"][t]))
         for t, r in runs["default"].items()
         if t in runs["expandable"]
     }
@@ -62,8 +62,13 @@ def run(binary):
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
+def stem(path):
+    """A trace's name: its file name without `.csv` or `.csv.gz`."""
+    return os.path.basename(path).removesuffix(".gz").removesuffix(".csv")
+
+
 def name_of(r):
-    return os.path.basename(r["trace"]).removesuffix(".gz").removesuffix(".csv")
+    return stem(r["trace"])
 
 
 def main(argv):

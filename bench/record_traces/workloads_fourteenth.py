@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from torch.func import functional_call
 from torch.utils.checkpoint import checkpoint
 
-from workloads import DEV, Gpt
+from workloads import DEV, Block, Gpt
 # The thirteenth corpus's helpers: autocast settings, seeded generators, random choices.
 from workloads_thirteenth import CUDA, _amp, _generator, _pick
 
@@ -239,19 +239,14 @@ def chunked_vocab_loss_train(steps):
 
 # ------------------------------------------------------------- segment-anything inference
 
-class EncBlock(nn.Module):
+class EncBlock(Block):
     """A ViT block (bidirectional attention) over a (B, H, W, C) grid, attending within
-    windows of `window` x `window` (the grid padded to a multiple) or globally."""
+    windows of `window` x `window` (the grid padded to a multiple) or globally: the
+    layers of `workloads.Block`, its attention and forward pass replaced."""
 
     def __init__(self, d, heads, window):
-        super().__init__()
-        self.heads, self.window = heads, window
-        self.ln1 = nn.LayerNorm(d)
-        self.qkv = nn.Linear(d, 3 * d)
-        self.proj = nn.Linear(d, d)
-        self.ln2 = nn.LayerNorm(d)
-        self.fc1 = nn.Linear(d, 4 * d)
-        self.fc2 = nn.Linear(4 * d, d)
+        super().__init__(d, heads)
+        self.window = window
 
     def attend(self, x):
         b, n, d = x.shape
