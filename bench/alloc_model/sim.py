@@ -10,6 +10,11 @@ SHARED='*'
 # step in a run up to 1/8; small pool half what it maps, 2-8 MiB), with its settings below.
 GROWTH=os.environ.get('GROWTH', 'pages')
 RUN_DIV=int(os.environ.get('RUN_DIV', 16))
+# Not the allocator's policy (tried in the eleventh session): RUN_CAP=K caps a run's step
+# at K times what is missing; RUN_SHORT=K takes the run's step only where what is missing
+# is at most 1/K of it (a growth for a large request then maps only what is missing).
+RUN_CAP=int(os.environ.get('RUN_CAP', 0))
+RUN_SHORT=int(os.environ.get('RUN_SHORT', 0))
 # GROWTH=steps only: vmm::LARGE_GROWTH_DIVISOR (commit d8054fc); a large value models the
 # step before it
 LARGE_DIV=int(os.environ.get('LARGE_DIV', 128))
@@ -69,7 +74,10 @@ class Arena:
         size=-(-short//q)*q
         if not s.small:
             if s.run is not None:
-                size=max(size, -(-min(s.run+s.run//4, s.mapped//RUN_DIV)//q)*q)
+                step=min(s.run+s.run//4, s.mapped//RUN_DIV)
+                if RUN_CAP: step=min(step, RUN_CAP*short)
+                if not RUN_SHORT or short*RUN_SHORT<=step:
+                    size=max(size, -(-step//q)*q)
             s.run=size
         return size
     def min_step(s):
@@ -130,6 +138,15 @@ def bestfit(s, r, cands, w):
     if not cands: return None
     sz,a=min(cands); return (a,'low')
 
+def read_text(path):
+    """The text of the trace at `path`, plain or gzip-compressed (NAME.csv.gz)."""
+    if path.endswith(".gz"):
+        import gzip
+        with gzip.open(path, "rt") as f:
+            return f.read()
+    with open(path) as f:
+        return f.read()
+
 def replay(path, allocate, totals, passes=2, free=None, deferred=None):
     """Replays the trace at `path` `passes` times: `allocate(stream, rounded)` places a
     request and returns (arena, address); frees after `record_stream` complete at the
@@ -140,7 +157,7 @@ def replay(path, allocate, totals, passes=2, free=None, deferred=None):
     plain free also waits for the next allocation (default: none does)."""
     free=free or (lambda A,a,st: A.free(a))
     deferred=deferred or (lambda A,a: False)
-    ops=[l.split(",") for l in open(path).read().splitlines()[1:]]
+    ops=[l.split(",") for l in read_text(path).splitlines()[1:]]
     res=[]
     for p in range(passes):
         live={}; pending=[]
@@ -180,7 +197,7 @@ if __name__=="__main__":
     import glob, os
     pol=globals()[sys.argv[1]] if len(sys.argv)>1 else bestfit
     tot=0
-    for f in sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv"))):
+    for f in sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv*"))):
         r=run(f,pol)
         tot+=r[-1][0]
         print(os.path.basename(f), r)

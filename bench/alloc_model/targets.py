@@ -21,14 +21,21 @@ sys.path.insert(0, os.path.dirname(here))
 import compare_torch  # noqa: E402
 
 
+def name_of(path):
+    """A trace's name, the same whether it was measured plain or compressed: NAME.csv."""
+    name = os.path.basename(path)
+    return name[:-3] if name.endswith(".gz") else name
+
+
 def figures(dirs):
     torch, ours = {}, {}
     for d in dirs:
         runs, _ = compare_torch.torch_runs(os.path.join(d, "torch.txt"))
         for mode, by_trace in runs.items():
             for t, r in by_trace.items():
-                torch.setdefault(t, {})[mode] = r
-        ours.update(compare_torch.gpuscope_runs(os.path.join(d, "gpuscope.jsonl")))
+                torch.setdefault(name_of(t), {})[mode] = r
+        for t, r in compare_torch.gpuscope_runs(os.path.join(d, "gpuscope.jsonl")).items():
+            ours[name_of(t)] = r
     return torch, ours
 
 
@@ -38,15 +45,15 @@ def simulate(args):
     import sim
     importlib.reload(sim)  # its settings are read when it is imported
     reserved_mib, device_allocs = sim.run(path, sim.bestfit)[-1]
-    return os.path.basename(path), reserved_mib, device_allocs
+    return name_of(path), reserved_mib, device_allocs
 
 
 def main(argv):
     dirs = [a for a in argv if "=" not in a]
     env = dict(a.split("=", 1) for a in argv if "=" in a)
     torch, ours = figures(dirs)
-    paths = [p for p in sorted(glob.glob("tests/data/traces/*.csv"))
-             if os.path.basename(p) in torch and os.path.basename(p) in ours]
+    paths = [p for p in sorted(glob.glob("tests/data/traces/*.csv*"))
+             if name_of(p) in torch and name_of(p) in ours]
     with ProcessPoolExecutor(os.cpu_count()) as ex:
         out = list(ex.map(simulate, [(p, env) for p in paths]))
     ratio_met = dev_met = both = 0
@@ -78,8 +85,8 @@ def before_after(argv, patch, label):
     torch, ours = figures(dirs)
     import sim
     rows = []
-    for path in sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv"))):
-        name = os.path.basename(path)
+    for path in sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv*"))):
+        name = name_of(path)
         if name not in torch or name not in ours:
             continue
         before = sim.run(path, sim.bestfit)[-1]
