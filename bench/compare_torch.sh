@@ -30,7 +30,7 @@ fi
 echo "repeats $repeats, pinned: ${pin[*]:-no}" > "$out/method.txt"
 # The machine: the card and the host's CPU (warm ns/op depends on the host; BENCHMARKS.md,
 # "The last binary on all 111 traces").
-{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>&1 || true
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
   lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)|MHz|L2 cache|L3 cache" || true; } >> "$out/method.txt"
 for r in $(seq 1 "$repeats"); do
   s=$([[ $r == 1 ]] && echo "" || echo "_$r")
