@@ -1,4 +1,4 @@
-import sys, glob, os
+import sys, os
 sys.path.insert(0,os.path.dirname(os.path.abspath(__file__)))
 from sim import *
 from pols import base
@@ -10,7 +10,7 @@ def band_log4(T):
     return lambda r: ('s',) if r<=MIB else (('L',) if r<T else ('B', r.bit_length()//2))
 def evaluate(name,bf):
     tot=0; out=[]
-    for f in sorted(glob.glob("tests/data/traces/*.csv")):
+    for f in trace_paths():
         n=os.path.basename(f)[:-4]
         r=run_banded(f,bf)
         assert r[0]==r[1], (n, r)

@@ -12,7 +12,6 @@ second pass grows (must be none). PyTorch's figures are those of one H100 call
 
     python3 bench/alloc_model/burst.py          # from the repository root, ~10 min
 """
-import glob
 import os
 import re
 import sys
@@ -74,7 +73,7 @@ def score(arena, figures):
     sim.Arena = arena
     rows = {True: [0, 0, 0, []], False: [0, 0, 0, []]}
     try:
-        for f in sorted(glob.glob("tests/data/traces/*.csv")):
+        for f in sim.trace_paths():
             name = os.path.basename(f)[:-4]
             if name not in figures:
                 continue  # recorded after this experiment (the fourth corpus)

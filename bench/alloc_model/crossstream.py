@@ -22,7 +22,6 @@ every other stream that freed memory since it was last asked), with their cost p
 operation at the H100's 0.3 us a query.
 """
 import bisect
-import glob
 import os
 import sys
 
@@ -39,7 +38,7 @@ POLL_NS = 299
 
 
 def ops_of(path):
-    return [line.split(",") for line in open(path).read().splitlines()[1:]]
+    return [line.split(",") for line in sim.read_text(path).splitlines()[1:]]
 
 
 def streams_of(path):
@@ -218,7 +217,7 @@ def main(cmp_dir):
     designs = [("per-stream", lambda p: sim.run(p, sim.bestfit, 3)), ("borrow", run_borrow),
                ("eager", run_eager), ("lazy", run_lazy)]
     met = {name: [0, 0, 0] for name, _ in designs}
-    for path in sorted(glob.glob("tests/data/traces/*.csv")):
+    for path in sim.trace_paths():
         name = os.path.basename(path)
         if len(streams_of(path)) < 2 or name not in ours:
             continue

@@ -5,8 +5,8 @@ PTbest={"bert_infer":602,"gan_two_models_train":366,"gpt2_train":7708,"gpt_check
 def ev2(name, smallf, largef):
     Arena.grow=make(smallf,largef)
     tot=0; worst=0; metR=0; metA=0; out=[]
-    for f in sorted(glob.glob("tests/data/traces/*.csv")):
-        n=os.path.basename(f)[:-4]
+    for f in PATHS:
+        n=stem(f)
         r=run(f,bestfit); assert r[0]==r[1]
         d=r[-1][0]-base[n][0]; tot+=d; worst=max(worst,d)
         metR+= r[-1][0]<=PTbest[n]; metA+= r[-1][1]<=PT[n]

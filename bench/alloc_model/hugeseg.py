@@ -10,7 +10,6 @@ allocations against `sim.py`, and the totals.
 
 Usage (repository root): python3 bench/alloc_model/hugeseg.py
 """
-import glob
 import json
 import os
 import sys
@@ -57,9 +56,9 @@ def run(path, passes=2):
 
 if __name__ == '__main__':
     tot = 0; hi = lo = grew = 0
-    for f in sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv"))):
+    for f in sim.trace_paths():
         b = sim.run(f, sim.bestfit)[-1]; r = run(f)
-        torch = json.load(open(f[:-4] + '.json'))
+        torch = json.load(open(sim.json_beside(f)))
         d = r[-1][0] - b[0]; tot += d; hi += d > 0; lo += d < 0; grew += r[0] != r[1]
         if d or r[0] != r[1]:
             print(f"{os.path.basename(f):36s} {b[0]:8.0f} -> {r[-1][0]:8.0f} MiB ({d:+6.0f})  "

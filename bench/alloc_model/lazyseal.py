@@ -53,7 +53,7 @@ def run(path, lazy, passes=2):
             arenas[key] = sim.Arena(r <= MIB, sim.bestfit)
         return arenas[key]
 
-    ops = [line.split(",") for line in open(path).read().splitlines()[1:]]
+    ops = [line.split(",") for line in sim.read_text(path).splitlines()[1:]]
     out = []
     for _ in range(passes):
         live, pending, queries = {}, [], 0

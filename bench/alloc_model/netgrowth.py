@@ -12,7 +12,7 @@ whether a second pass grew.
 Usage (repository root): D=64 python3 bench/alloc_model/netgrowth.py
 (`TRACES=GLOB` for other traces.)
 """
-import glob, json, os, sys
+import json, os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sim
@@ -60,10 +60,10 @@ def run(path):
 
 if __name__ == '__main__':
     tot = 0; higher = lower = grew = over = n = 0
-    for f in sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv"))):
+    for f in sim.trace_paths():
         b = sim.run(f, sim.bestfit)[-1]
         r = run(f)
-        torch = json.load(open(f[:-4] + '.json'))['num_device_alloc']
+        torch = json.load(open(sim.json_beside(f)))['num_device_alloc']
         d = r[-1][0] - b[0]
         n += 1; tot += d; higher += d > 0; lower += d < 0; grew += r[1] != r[0]
         over += r[-1][1] > torch

@@ -5,7 +5,6 @@ trace, peak reserved MiB with sim.py's policy and with this one (second pass).
 
     python3 bench/alloc_model/persistent.py        # from the repository root
 """
-import glob
 import os
 import sys
 
@@ -14,7 +13,7 @@ import sim  # noqa: E402
 
 
 def run(path, persistent_on_top, passes=2):
-    ops = [line.split(",") for line in open(path).read().splitlines()[1:]]
+    ops = [line.split(",") for line in sim.read_text(path).splitlines()[1:]]
     freed = {i for op, i, _, _ in ops if op == "f"}
     arenas = {}
     peaks = []
@@ -52,5 +51,5 @@ def run(path, persistent_on_top, passes=2):
 
 
 if __name__ == "__main__":
-    for f in sorted(glob.glob("tests/data/traces/*.csv")):
+    for f in sim.trace_paths():
         print(f"{os.path.basename(f)}: {run(f, False):.0f} -> {run(f, True):.0f}")

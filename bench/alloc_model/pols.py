@@ -1,4 +1,4 @@
-import sys, glob, os
+import sys, os
 sys.path.insert(0,os.path.dirname(os.path.abspath(__file__)))
 from sim import *
 MIB=1<<20
@@ -38,11 +38,11 @@ def mk_nosplitbig_strict(T):
         return None
     return p
 base={}
-for f in sorted(glob.glob("tests/data/traces/*.csv")):
+for f in trace_paths():
     base[os.path.basename(f)[:-4]]=run(f,bestfit)[-1]
 def evaluate(name,pol):
     tot=0; worse=[]; out=[]
-    for f in sorted(glob.glob("tests/data/traces/*.csv")):
+    for f in trace_paths():
         n=os.path.basename(f)[:-4]
         r=run(f,pol)
         assert r[0]==r[1], (n, r)

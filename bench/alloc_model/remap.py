@@ -12,16 +12,17 @@ price of one (`MOVE_US`, default 73 us: `cuMemUnmap` 27, `cuMemMap` 1, `cuMemSet
 
 Usage (repository root): python3 bench/alloc_model/remap.py
 """
-import glob, os, sys
+import os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sim
 from sim import Arena, bestfit, r512, MIB, PAGE
 
 MOVE_US = float(os.environ.get('MOVE_US', 73))
 
 
 def run(path, passes=3):
-    ops = [l.split(",") for l in open(path).read().splitlines()[1:]]
+    ops = [l.split(",") for l in sim.read_text(path).splitlines()[1:]]
     arenas, ids = {}, {}
     touching = {}   # (arena, page) -> live blocks touching it
     backed = set()  # (arena, page)
@@ -75,7 +76,7 @@ def run(path, passes=3):
 
 if __name__ == '__main__':
     within = n = 0
-    for f in sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv"))):
+    for f in sim.trace_paths():
         peak, live, handles, moved, nops = run(f)
         n += 1; within += peak / live <= 1.02
         warm = max(moved[1:])

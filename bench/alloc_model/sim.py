@@ -138,6 +138,19 @@ def bestfit(s, r, cands, w):
     if not cands: return None
     sz,a=min(cands); return (a,'low')
 
+def trace_paths():
+    """The traces to replay: TRACES=GLOB, else every trace of tests/data/traces, plain
+    (NAME.csv) or compressed (NAME.csv.gz)."""
+    import glob
+    return sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv*")))
+
+def json_beside(path):
+    """PyTorch's figures recorded beside the trace at `path` (NAME.json)."""
+    for ext in (".csv.gz", ".csv"):
+        if path.endswith(ext):
+            return path[:-len(ext)] + ".json"
+    return path + ".json"
+
 def read_text(path):
     """The text of the trace at `path`, plain or gzip-compressed (NAME.csv.gz)."""
     if path.endswith(".gz"):
@@ -197,7 +210,7 @@ if __name__=="__main__":
     import glob, os
     pol=globals()[sys.argv[1]] if len(sys.argv)>1 else bestfit
     tot=0
-    for f in sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv*"))):
+    for f in trace_paths():
         r=run(f,pol)
         tot+=r[-1][0]
         print(os.path.basename(f), r)

@@ -12,7 +12,7 @@ pass grew.
 
 Usage (repository root): python3 bench/alloc_model/slabs.py
 """
-import glob, json, os, sys
+import json, os, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sim
@@ -67,10 +67,10 @@ def run(path, passes=2):
 
 if __name__ == '__main__':
     tot = [0, 0]; n = higher = lower = warm = over = 0
-    for f in sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv"))):
+    for f in sim.trace_paths():
         b = sim.run(f, sim.bestfit)[-1]
         r = run(f)
-        torch = json.load(open(f[:-4] + '.json'))['num_device_alloc']
+        torch = json.load(open(sim.json_beside(f)))['num_device_alloc']
         grew = r[1] != r[0]
         n += 1; tot[0] += b[0]; tot[1] += r[-1][0]
         higher += r[-1][0] > b[0]; lower += r[-1][0] < b[0]; warm += grew; over += r[-1][1] > torch

@@ -2,8 +2,7 @@ import os
 import sys; sys.path.insert(0,os.path.dirname(os.path.abspath(__file__)))
 import sim
 from sim import *
-import glob, os
-from grid import PTbest, PT, base
+from grid import PTbest, PT, base, PATHS, stem
 # tag tracking: s.tags[addr] for free blocks
 def alloc(s, r):
     if not hasattr(s,'tags'): s.tags={}
@@ -41,8 +40,8 @@ def pref(k, fallback_hole):
 def bf(s,r,c,w): return min(c)[1] if c else None
 def ev(name,pol):
     tot=0; worst=0; metR=0; out=[]
-    for f in sorted(glob.glob("tests/data/traces/*.csv")):
-        n=os.path.basename(f)[:-4]
+    for f in PATHS:
+        n=stem(f)
         r=run(f,pol)
         if r[0]!=r[1]: out.append("UNSTABLE")
         d=r[-1][0]-base[n][0]; tot+=d; worst=max(worst,d); metR+=r[-1][0]<=PTbest[n]

@@ -21,6 +21,9 @@ import bisect
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sim  # noqa: E402  (sim.read_text: plain or compressed traces)
+
 MIB = 1 << 20
 
 
@@ -95,7 +98,7 @@ class TorchDefault:
 
 
 def run(path, passes=2):
-    ops = [line.split(",") for line in open(path).read().splitlines()[1:]]
+    ops = [line.split(",") for line in sim.read_text(path).splitlines()[1:]]
     if any(op == "r" or stream != "0" for op, _, _, stream in ops):
         raise SystemExit(f"{path}: more than one stream; the model has one")
     t = TorchDefault()

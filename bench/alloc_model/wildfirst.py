@@ -9,7 +9,6 @@ Prints the traces it changes and the totals.
 
 Usage (repository root): K=2 python3 bench/alloc_model/wildfirst.py
 """
-import glob
 import os
 import sys
 
@@ -30,7 +29,7 @@ def top_before_large_holes(s, r, cands, w):
 
 if __name__ == '__main__':
     tot = 0; hi = lo = grew = 0
-    for f in sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv"))):
+    for f in sim.trace_paths():
         b = sim.run(f, sim.bestfit)[-1]; r = sim.run(f, top_before_large_holes)
         d = r[-1][0] - b[0]; tot += d; hi += d > 0; lo += d < 0; g = r[0] != r[1]; grew += g
         if d or g:
