@@ -11,7 +11,7 @@ def band_log4(T):
 def evaluate(name,bf):
     tot=0; out=[]
     for f in trace_paths():
-        n=os.path.basename(f)[:-4]
+        n=stem(f)
         r=run_banded(f,bf)
         assert r[0]==r[1], (n, r)
         tot+=r[-1][0]-base[n][0]

@@ -74,7 +74,7 @@ def score(arena, figures):
     rows = {True: [0, 0, 0, []], False: [0, 0, 0, []]}
     try:
         for f in sim.trace_paths():
-            name = os.path.basename(f)[:-4]
+            name = sim.stem(f)
             if name not in figures:
                 continue  # recorded after this experiment (the fourth corpus)
             first, second = sim.run(f, sim.bestfit)

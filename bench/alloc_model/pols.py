@@ -39,11 +39,11 @@ def mk_nosplitbig_strict(T):
     return p
 base={}
 for f in trace_paths():
-    base[os.path.basename(f)[:-4]]=run(f,bestfit)[-1]
+    base[stem(f)]=run(f,bestfit)[-1]
 def evaluate(name,pol):
     tot=0; worse=[]; out=[]
     for f in trace_paths():
-        n=os.path.basename(f)[:-4]
+        n=stem(f)
         r=run(f,pol)
         assert r[0]==r[1], (n, r)
         tot+=r[-1][0]-base[n][0]

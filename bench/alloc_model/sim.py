@@ -144,6 +144,10 @@ def trace_paths():
     import glob
     return sorted(glob.glob(os.environ.get("TRACES", "tests/data/traces/*.csv*")))
 
+def stem(path):
+    """A trace's name without its folder and `.csv` or `.csv.gz`."""
+    return os.path.basename(path).split(".csv")[0]
+
 def json_beside(path):
     """PyTorch's figures recorded beside the trace at `path` (NAME.json)."""
     for ext in (".csv.gz", ".csv"):

@@ -18,7 +18,6 @@ ordinary hole and left holes unsplit when 1 MiB or less would remain (sim.py's
 PT_WILDCAND and PT_NOSPLIT): equal on 51 of the 80.
 """
 import bisect
-import glob
 import os
 import sys
 
@@ -55,7 +54,7 @@ def main(cmp_dir):
     runs, _ = compare_torch.torch_runs(os.path.join(cmp_dir, "torch.txt"))
     recorded = runs["expandable"]
     equal = n = 0
-    for path in sorted(glob.glob("tests/data/traces/*.csv")):
+    for path in sim.trace_paths():
         name = os.path.basename(path)
         if name not in recorded:
             continue
