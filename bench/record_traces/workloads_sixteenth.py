@@ -444,11 +444,10 @@ def pipeline_1f1b_train(steps):
 def model_soup_eval(steps):
     """A greedy model soup: 6 copies of a ViT-B/16-sized encoder (12 layers, d 768, 86
     million parameters; its random weights perturbed, standing for fine-tuned models)
-    held in pinned host memory are brought to the GPU one
-    at a time; each is evaluated alone on 4 batches of 64 images (224 pixels, fp16
-    autocast, inference mode), then averaged into the soup (in place), and the soup is
-    kept only if it evaluates better, else the ingredient is taken out again; one soup
-    per step."""
+    held in pinned host memory are brought to the GPU one at a time; each is evaluated
+    alone on 4 batches of 64 images (224 pixels, fp16 autocast, inference mode), then
+    averaged with the soup into new tensors, and that average is kept as the soup only
+    if it evaluates better; one soup per step."""
     torch.manual_seed(167)
     import torchvision
     if CUDA:
