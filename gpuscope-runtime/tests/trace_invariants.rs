@@ -149,14 +149,14 @@ fn replay_scaled(t: &Trace, scale: f64) -> Result<(), String> {
 }
 
 /// Traces that run out of memory when their peak of live memory is 90% of the device,
-/// and the fraction each still fits at. `evoformer_pair_train` (the sixteenth
+/// and the fraction each still fits at (by name, stored as `.csv` or `.csv.gz`). `evoformer_pair_train` (the sixteenth
 /// corpus) scales attention maps of N^3 for crops of 64-256 residues: scaled by 40, its
 /// requests reach 9.6 GiB, and the holes smaller ones leave in earlier growths hold back
 /// partly free chunks of up to 500 MiB (`growth::chunk_limit`) that cannot go back
 /// (`bench/headroom.py` on the simulated device: 0.902 with the default limit, 0.953 with
 /// `max_chunk_size_mb:256`, 0.983 with 100, 0.997 with 20, the cost being device
 /// allocations: BENCHMARKS.md, "Close to the device's memory").
-const BELOW_NINE_TENTHS: &[(&str, f64)] = &[("evoformer_pair_train.csv.gz", 0.89)];
+const BELOW_NINE_TENTHS: &[(&str, f64)] = &[("evoformer_pair_train", 0.89)];
 
 /// A workload that nearly fills the device still fits: with every request scaled so
 /// that the trace's peak of live memory is 90% of the 80 GiB device, each trace replays,
@@ -176,7 +176,10 @@ fn every_trace_fits_when_its_live_peak_is_nine_tenths_of_the_device() {
     for (name, t) in all_traces() {
         let live = peak_live(&t, &AllocConfig::default()) as f64;
         let at_nine_tenths = replay_scaled(&t, 0.9 * device / live);
-        match BELOW_NINE_TENTHS.iter().find(|(known, _)| *known == name) {
+        match BELOW_NINE_TENTHS
+            .iter()
+            .find(|(known, _)| *known == corpus::stem(&name))
+        {
             Some(&(_, fraction)) => {
                 if at_nine_tenths.is_ok() {
                     failed.push(format!(
@@ -326,7 +329,7 @@ fn pytorch_figure(name: &str, field: &str) -> usize {
 }
 
 /// Held-out traces on which gpuscope reserves more than 3% above what PyTorch reserved
-/// when recording, with its peak reserved bytes. `large_vocab_lm_train` (fifth corpus):
+/// when recording, with its peak reserved bytes (by name, stored as `.csv` or `.csv.gz`). `large_vocab_lm_train` (fifth corpus):
 /// the optimizer's state, made at the end of the first step, lands in the holes the
 /// first step's 2 GiB logits left, so the second step's logits need new memory at the
 /// top of the arena; PyTorch's default allocator, one segment per large request,
@@ -349,10 +352,10 @@ fn pytorch_figure(name: &str, field: &str) -> usize {
 /// reserved figures rather than 14 (BENCHMARKS.md, "A fourteenth corpus, held out").
 /// Pinned, so that a change either way updates this list.
 const MORE_RESERVED_THAN_PYTORCH: &[(&str, usize)] = &[
-    ("cuda_graph_infer.csv", 597_688_320),
-    ("deep_narrow_many_params_train.csv.gz", 216_006_656),
-    ("large_vocab_lm_train.csv", 14_201_913_344),
-    ("pcgrad_multitask_train.csv", 6_132_072_448),
+    ("cuda_graph_infer", 597_688_320),
+    ("deep_narrow_many_params_train", 216_006_656),
+    ("large_vocab_lm_train", 14_201_913_344),
+    ("pcgrad_multitask_train", 6_132_072_448),
 ];
 
 /// A cold pass and a warm one of `t` with the default configuration on the simulated
@@ -372,7 +375,10 @@ fn peak_reserved_stays_near_or_below_pytorch() {
     for (name, t) in all_traces() {
         let r = replay_default(&name, &t);
         let ratio = r.peak_reserved as f64 / pytorch_reserved(&name) as f64;
-        if let Some(&(_, pinned)) = MORE_RESERVED_THAN_PYTORCH.iter().find(|(n, _)| *n == name) {
+        if let Some(&(_, pinned)) = MORE_RESERVED_THAN_PYTORCH
+            .iter()
+            .find(|(n, _)| *n == corpus::stem(&name))
+        {
             assert!(
                 r.peak_reserved == pinned && ratio > 1.03,
                 "{name}: peak reserved {} ({ratio:.4} of PyTorch's); the list above says \
@@ -397,7 +403,7 @@ fn peak_reserved_stays_near_or_below_pytorch() {
 }
 
 /// Traces on which gpuscope makes more device allocations than PyTorch did, and how many
-/// it makes. On each of the first eight, PyTorch's default allocator reserved more memory
+/// it makes (by name, stored as `.csv` or `.csv.gz`). On each of the first eight, PyTorch's default allocator reserved more memory
 /// (1,198 MiB against 1,184, 9,000 against 7,708, 2,534 against 2,450, 830 against 814,
 /// 2,542 against 1,748, 2,838 against 2,344, 1,264 against 1,068 and 5,654 against
 /// 3,624), and later steps found it cached where gpuscope's tighter arena grows by whole
@@ -420,25 +426,25 @@ fn peak_reserved_stays_near_or_below_pytorch() {
 /// segments of earlier requests (PyTorch's expandable segments made 92, 54 and 133). The
 /// figure is pinned, so that a change either way updates this list.
 const MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH: &[(&str, u64)] = &[
-    ("convnext_ema_accum_train.csv", 77),
-    ("ddp_no_sync_accum_train.csv", 94),
-    ("gpt_checkpoint_train.csv", 46),
-    ("gpuscope_gpt_checkpoint_train.csv", 42),
-    ("superres_randcrop_train.csv", 53),
-    ("unet_cfg_varres_infer.csv", 21),
-    ("vae_conv_train.csv", 34),
-    ("vqvae_codebook_train.csv", 17),
-    ("pcgrad_multitask_train.csv", 101),
-    ("ensemble_vmap_train.csv", 25),
-    ("gnn_varsize_train.csv", 27),
-    ("knn_retrieval_infer.csv", 15),
-    ("large_vocab_lm_train.csv", 56),
-    ("pointnet_varpoints_train.csv", 25),
-    ("ebm_sgld_train.csv.gz", 26),
-    ("token_budget_batches_train.csv.gz", 145),
-    ("blockwise_attention_train.csv.gz", 89),
-    ("evoformer_pair_train.csv.gz", 54),
-    ("grpo_generate_train.csv.gz", 103),
+    ("convnext_ema_accum_train", 77),
+    ("ddp_no_sync_accum_train", 94),
+    ("gpt_checkpoint_train", 46),
+    ("gpuscope_gpt_checkpoint_train", 42),
+    ("superres_randcrop_train", 53),
+    ("unet_cfg_varres_infer", 21),
+    ("vae_conv_train", 34),
+    ("vqvae_codebook_train", 17),
+    ("pcgrad_multitask_train", 101),
+    ("ensemble_vmap_train", 25),
+    ("gnn_varsize_train", 27),
+    ("knn_retrieval_infer", 15),
+    ("large_vocab_lm_train", 56),
+    ("pointnet_varpoints_train", 25),
+    ("ebm_sgld_train", 26),
+    ("token_budget_batches_train", 145),
+    ("blockwise_attention_train", 89),
+    ("evoformer_pair_train", 54),
+    ("grpo_generate_train", 103),
 ];
 
 /// Device allocations (`cuMemCreate`) stay at most PyTorch's (`cudaMalloc`) when the
@@ -453,7 +459,7 @@ fn device_allocations_stay_at_most_pytorchs() {
         let pytorch = pytorch_figure(&name, "num_device_alloc") as u64;
         match MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH
             .iter()
-            .find(|(known, _)| *known == name)
+            .find(|(known, _)| *known == corpus::stem(&name))
         {
             Some(&(_, ours)) => assert!(
                 r.device_allocs == ours && ours > pytorch,
