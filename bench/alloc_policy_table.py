@@ -5,7 +5,7 @@ Usage (from the repository root):
 
     cargo build --release -p gpuscope-cli --bin gpuscope
     python3 bench/alloc_policy_table.py [GPUSCOPE_BINARY] [--json OUT.jsonl] [--baseline BASE.jsonl]
-        [--pytorch CMP_DIR]
+        [--pytorch CMP_DIR]...
 
 Replays every `tests/data/traces/*.csv*` with `gpuscope replay --backend sim --format json
 --warm-passes 3` and prints, per trace: peak allocated, peak reserved, their ratio,
@@ -15,8 +15,9 @@ in its better mode (the lower peak reserved of default and expandable segments),
 whether gpuscope meets each target of issue 11 (ratio at most 1.02; peak reserved at most
 PyTorch's better mode's; device allocations at most PyTorch default's). `--baseline` adds a column with the
 reserved memory of an earlier run's JSON lines (e.g. the commit before a policy change).
-PyTorch's figures come from a `bench/compare_torch.sh` output folder (`--pytorch`; by
-default the newest call on every trace).
+PyTorch's figures come from `bench/compare_torch.sh` output folders (`--pytorch`, once per
+folder, a later folder's figures replacing an earlier one's; by default the newest calls,
+which together cover every trace).
 """
 import json
 import os
@@ -26,9 +27,11 @@ from glob import glob
 
 MIB = 1 << 20
 
-# PyTorch's figures: the newest call of bench/compare_torch.sh on every trace (both of
-# PyTorch's modes, on one H100; BENCHMARKS.md, "The last binary on all 103 traces").
-PYTORCH_DIR = "bench/results/h100-2026-11-26/47-final-103/cmp2"
+# PyTorch's figures: the newest calls of bench/compare_torch.sh, which together cover every
+# trace (both of PyTorch's modes, on one H100; BENCHMARKS.md, "The last binary on all 111
+# traces" and "A sixteenth corpus, held out").
+PYTORCH_DIRS = ["bench/results/h100-2026-11-26/50-final-111/h100/cmp",
+                "bench/results/h100-2026-11-26/51-sixteenth-corpus/sixteenth/cmp"]
 
 
 def pytorch_figures(cmp_dir):
@@ -72,18 +75,22 @@ def name_of(r):
 
 
 def main(argv):
-    binary, json_out, baseline, pytorch_dir = "target/release/gpuscope", None, {}, PYTORCH_DIR
+    binary, json_out, baseline, pytorch_dirs = "target/release/gpuscope", None, {}, []
     args = iter(argv)
     for a in args:
         if a == "--json":
             json_out = next(args)
         elif a == "--pytorch":
-            pytorch_dir = next(args)
+            pytorch_dirs.append(next(args))
         elif a == "--baseline":
             baseline = {name_of(r): r for r in map(json.loads, open(next(args))) }
         else:
             binary = a
-    pytorch = pytorch_figures(pytorch_dir)
+    pytorch_dirs = pytorch_dirs or PYTORCH_DIRS
+    pytorch_dir = ", ".join(pytorch_dirs)
+    pytorch = {}
+    for d in pytorch_dirs:
+        pytorch.update(pytorch_figures(d))
     rows = run(binary)
     if json_out:
         with open(json_out, "w") as f:
