@@ -5,8 +5,9 @@
 #   bash bench/record_traces/corpus_run.sh WORKLOADS_FILE GPUSCOPE_BINARY OUT_DIR [REPEATS, default 9]
 # WORKLOADS_FILE: workloads_third.py, workloads_fourth.py, ... (its WORKLOADS names), by
 # its name or a path.
-# Writes OUT_DIR/traces/ (NAME.csv, NAME.json, record.log), OUT_DIR/cmp/ (the
-# comparison of compare_torch.sh on the new traces) and, with ALL_TIMEOUT=SECONDS set,
+# Writes OUT_DIR/machine.txt (the card and the host's CPU), OUT_DIR/traces/ (NAME.csv,
+# NAME.json, record.log), OUT_DIR/cmp/ (the comparison of compare_torch.sh on the new
+# traces, ten-pass replay included: cmp/gpuscope_passes10.jsonl) and, with ALL_TIMEOUT=SECONDS set,
 # OUT_DIR/cmp_all/ (the same on every trace of tests/data/traces/ and the new ones,
 # cut off after that long).
 set -uo pipefail
@@ -24,6 +25,9 @@ for n in ast.parse(open(sys.argv[1]).read()).body:
     if isinstance(n, ast.Assign) and n.targets[0].id == "WORKLOADS":
         print(" ".join(k.value for k in n.value.keys))' "$file")
 [[ -n $names ]] || { echo "corpus_run.sh: $file names no WORKLOADS" >&2; exit 2; }
+mkdir -p "$out"
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>/dev/null || echo "no nvidia-smi"
+  lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)|MHz|L2 cache" || true; } > "$out/machine.txt"
 start=$SECONDS
 # shellcheck disable=SC2086
 bash "$here/record_all.sh" "$out/traces" $names
