@@ -28,10 +28,10 @@ if [[ -n ${PIN_CPU:-} ]] && command -v taskset > /dev/null; then
   pin=(taskset -c "$PIN_CPU")
 fi
 echo "repeats $repeats, pinned: ${pin[*]:-no}" > "$out/method.txt"
-# The machine: the card and the host's CPU (warm ns/op depends on the host; BENCHMARKS.md,
-# "The last binary on all 111 traces").
+# The machine: the card and the host's CPU (warm ns/op differs by 1.6x between calls on
+# machines of one kind and CPU; BENCHMARKS.md, "An H200 machine again").
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo "no nvidia-smi"
-  lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)|MHz|L2 cache|L3 cache" || true; } >> "$out/method.txt"
+  lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)|CPU family|^Model:|MHz|L2 cache|L3 cache" || true; } >> "$out/method.txt"
 for r in $(seq 1 "$repeats"); do
   s=$([[ $r == 1 ]] && echo "" || echo "_$r")
   "${pin[@]}" bash "$here/torch_replay.sh" "$@" > "$out/torch$s.txt" 2>&1 ||
