@@ -30,8 +30,7 @@ MIB = 1 << 20
 # PyTorch's figures: the newest calls of bench/compare_torch.sh, which together cover every
 # trace (both of PyTorch's modes, on one H100; BENCHMARKS.md, "The last binary on all 111
 # traces" and "A sixteenth corpus, held out").
-PYTORCH_DIRS = ["bench/results/h100-2026-11-26/50-final-111/h100/cmp",
-                "bench/results/h100-2026-11-26/51-sixteenth-corpus/sixteenth/cmp"]
+PYTORCH_DIRS = ["bench/results/h100-2026-11-26/54-all-127/cmp"]
 
 
 def pytorch_figures(cmp_dir):
