@@ -51,6 +51,7 @@ import workloads_fourteenth  # noqa: E402
 import workloads_fifteenth  # noqa: E402
 import workloads_sixteenth  # noqa: E402
 import workloads_seventeenth  # noqa: E402
+import workloads_eighteenth  # noqa: E402
 
 WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS, **workloads_third.WORKLOADS,
              **workloads_fourth.WORKLOADS, **workloads_fifth.WORKLOADS,
@@ -59,7 +60,8 @@ WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS, **workloads_thir
              **workloads_tenth.WORKLOADS, **workloads_eleventh.WORKLOADS,
              **workloads_twelfth.WORKLOADS, **workloads_thirteenth.WORKLOADS,
              **workloads_fourteenth.WORKLOADS, **workloads_fifteenth.WORKLOADS,
-             **workloads_sixteenth.WORKLOADS, **workloads_seventeenth.WORKLOADS}
+             **workloads_sixteenth.WORKLOADS, **workloads_seventeenth.WORKLOADS,
+             **workloads_eighteenth.WORKLOADS}
 # Workloads that run one process per GPU under torchrun, and how many (record_all.sh).
 RANKS = workloads_tenth.RANKS
 
