@@ -151,7 +151,7 @@ fn multi_stream_traces() -> Vec<(String, Trace)> {
         .map(|(name, t)| (corpus::stem(&name).to_string(), t))
         .filter(|(_, t)| t.streams().len() > 1)
         .collect();
-    assert!(traces.len() >= 9, "{} multi-stream traces", traces.len());
+    assert!(traces.len() >= 19, "{} multi-stream traces", traces.len());
     traces
 }
 
