@@ -55,7 +55,8 @@ fn sgd(weight: Tensor, grads: &[Tensor]) -> Tensor {
 - It fires only where the tensors have in-place arithmetic (gpuscope, tch, neuronika, or no
   library named): in candle, burn or dfdx code there is no in-place update to suggest. A file
   naming no library that imports a tensor type from its own crate (`use crate::tensor::Tensor`)
-  has a tensor of its own, whose in-place methods it does not know: it does not fire there.
+  or from another crate (`use rwkv::custom::Tensor`, burn re-exported) has a tensor whose
+  in-place methods it does not know: it does not fire there.
 "#;
 
 /// The rule's checks.
@@ -129,15 +130,18 @@ impl Check for OutOfPlaceUpdate {
 }
 
 /// Whether a file naming no library imports a tensor type from its own crate
-/// (`use crate::tensor::Tensor`): the crate's own tensor, whose in-place methods (if any)
-/// the lint does not know, rather than gpuscope's.
+/// (`use crate::tensor::Tensor`) or from another crate (`use rwkv::custom::Tensor`, burn's
+/// re-exported): that crate's tensor, whose in-place methods (if any) the lint does not
+/// know, rather than gpuscope's. (A file importing from gpuscope or a library the lint
+/// knows names that library.)
 fn own_tensor_type(cx: &Cx<'_>) -> bool {
     let used = cx.used();
+    let index = cx.index();
     used.is_empty()
-        && cx
-            .index()
+        && index
             .local_imports
             .iter()
+            .chain(index.imports.values().map(|(_, name)| name))
             .any(|name| used.type_kind(None, name) == Some(true))
 }
 
@@ -234,6 +238,41 @@ fn average(grads: &[Tensor<f32>]) -> Result<Tensor<f32>, TensorError> {
         // Imported from elsewhere, or with no import at all, `Tensor` is gpuscope's.
         for header in ["use gpuscope::Tensor;", "use crate::data::Batch;", ""] {
             let src = own.replace("use crate::tensor::{Tensor, TensorError};", header);
+            assert_eq!(hits(RULE, &src), [(6, 9)], "{header}");
+        }
+    }
+
+    #[test]
+    fn quiet_on_a_tensor_type_another_crate_re_exports() {
+        // rwkv-rs sums a burn tensor of per-paragraph losses for one `backward`, with burn
+        // re-exported as `rwkv::custom` (`pub use burn::*`): the file names no library, and
+        // burn's tensors have no `add_` to suggest.
+        let reexported = r#"
+use rwkv::custom::{Tensor, tensor::backend::Backend};
+fn total<B: Backend>(losses: Vec<Tensor<B, 1>>, device: &B::Device) -> Tensor<B, 1> {
+    let mut sum_loss: Tensor<B, 1> = Tensor::zeros([1], device);
+    for loss in losses {
+        sum_loss = sum_loss + loss.mul_scalar(2);
+    }
+    sum_loss
+}
+"#;
+        assert_eq!(hits(RULE, reexported), []);
+        let renamed = reexported.replace(
+            "use rwkv::custom::{Tensor, tensor::backend::Backend};",
+            "use rwkv::custom::{Tensor as T, tensor::backend::Backend};",
+        );
+        assert_eq!(hits(RULE, &renamed), []);
+        // Imported from gpuscope or tch, or importing no tensor type, it still fires.
+        for header in [
+            "use gpuscope::Tensor;",
+            "use tch::Tensor;",
+            "use rwkv::custom::tensor::backend::Backend;",
+        ] {
+            let src = reexported.replace(
+                "use rwkv::custom::{Tensor, tensor::backend::Backend};",
+                header,
+            );
             assert_eq!(hits(RULE, &src), [(6, 9)], "{header}");
         }
     }
