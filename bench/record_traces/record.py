@@ -52,6 +52,7 @@ import workloads_fifteenth  # noqa: E402
 import workloads_sixteenth  # noqa: E402
 import workloads_seventeenth  # noqa: E402
 import workloads_eighteenth  # noqa: E402
+import workloads_nineteenth  # noqa: E402
 
 WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS, **workloads_third.WORKLOADS,
              **workloads_fourth.WORKLOADS, **workloads_fifth.WORKLOADS,
@@ -61,7 +62,7 @@ WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS, **workloads_thir
              **workloads_twelfth.WORKLOADS, **workloads_thirteenth.WORKLOADS,
              **workloads_fourteenth.WORKLOADS, **workloads_fifteenth.WORKLOADS,
              **workloads_sixteenth.WORKLOADS, **workloads_seventeenth.WORKLOADS,
-             **workloads_eighteenth.WORKLOADS}
+             **workloads_eighteenth.WORKLOADS, **workloads_nineteenth.WORKLOADS}
 # Workloads that run one process per GPU under torchrun, and how many (record_all.sh).
 RANKS = workloads_tenth.RANKS
 

@@ -6,8 +6,8 @@
 # workloads_fourth.py, workloads_fifth.py, workloads_sixth.py, workloads_seventh.py,
 # workloads_eighth.py, workloads_ninth.py, workloads_tenth.py, workloads_eleventh.py,
 # workloads_twelfth.py, workloads_thirteenth.py, workloads_fourteenth.py,
-# workloads_fifteenth.py, workloads_sixteenth.py, workloads_seventeenth.py or
-# workloads_eighteenth.py
+# workloads_fifteenth.py, workloads_sixteenth.py, workloads_seventeenth.py,
+# workloads_eighteenth.py or workloads_nineteenth.py
 # (default: every one; the tenth's run one process per GPU under torchrun, two GPUs).
 # Writes OUT_DIR/NAME.csv and OUT_DIR/NAME.json per workload, OUT_DIR/small_train.pickle
 # (when no NAME is given) and OUT_DIR/record.log.
@@ -24,7 +24,8 @@ for f in ("workloads.py", "workloads_more.py", "workloads_third.py", "workloads_
           "workloads_eighth.py", "workloads_ninth.py", "workloads_tenth.py",
           "workloads_eleventh.py", "workloads_twelfth.py", "workloads_thirteenth.py",
           "workloads_fourteenth.py", "workloads_fifteenth.py", "workloads_sixteenth.py",
-          "workloads_seventeenth.py", "workloads_eighteenth.py"):
+          "workloads_seventeenth.py", "workloads_eighteenth.py",
+          "workloads_nineteenth.py"):
     for n in ast.parse(open(f).read()).body:
         if isinstance(n, ast.Assign) and n.targets[0].id == "WORKLOADS":
             print(" ".join(k.value for k in n.value.keys), end=" ")')"
