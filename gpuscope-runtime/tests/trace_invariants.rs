@@ -28,8 +28,8 @@ use corpus::json_beside;
 fn all_traces() -> Vec<(String, Trace)> {
     let traces = corpus::all_traces();
     assert!(
-        traces.len() >= 131,
-        "the corpus has {} traces: expected the 3 shared ones, 125 recorded and 3 of the GPT example",
+        traces.len() >= 139,
+        "the corpus has {} traces: expected the 3 shared ones, 133 recorded and 3 of the GPT example",
         traces.len()
     );
     traces
