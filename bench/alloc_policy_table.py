@@ -28,9 +28,11 @@ from glob import glob
 MIB = 1 << 20
 
 # PyTorch's figures: the newest calls of bench/compare_torch.sh, which together cover every
-# trace (both of PyTorch's modes, on one H100; BENCHMARKS.md, "The last binary on all 111
-# traces" and "A sixteenth corpus, held out").
-PYTORCH_DIRS = ["bench/results/h100-2026-11-26/54-all-127/cmp"]
+# trace (both of PyTorch's modes, on one H100; BENCHMARKS.md, "All 127 traces on one H100",
+# "An eighteenth corpus, on several streams, held out" and "A nineteenth corpus, held out").
+PYTORCH_DIRS = ["bench/results/h100-2026-11-26/54-all-127/cmp",
+                "bench/results/h100-2026-11-26/56-eighteenth-corpus/eighteenth/cmp",
+                "bench/results/h100-2026-11-27/57-nineteenth-corpus/nineteenth/cmp"]
 
 
 def pytorch_figures(cmp_dir):

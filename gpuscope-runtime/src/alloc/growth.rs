@@ -26,7 +26,7 @@ pub(super) const CHUNK_DIVISOR: usize = 160;
 /// and 0.91-0.998 with this limit (median 0.97); on the H100 the limit keeps gpuscope above
 /// or at PyTorch's default allocator on the 22 traces measured (BENCHMARKS.md, "Close to
 /// the device's memory"). The price is device allocations: a growth larger than the limit
-/// is several, so 107 of the 127 traces stay at most PyTorch's rather than 113. Placement and
+/// is several, so 119 of the 139 traces stay at most PyTorch's rather than 125. Placement and
 /// reserved memory do not change: the chunks of a growth are mapped side by side.
 ///
 /// `max_chunk_size_mb` in `GPUSCOPE_ALLOC_CONF` (`configured`) replaces 1/160 of the
@@ -56,10 +56,10 @@ pub(super) fn chunk_limit(capacity: usize, configured: Option<usize>, page: usiz
 /// it leaves unused at the top is what the next requests (the first step's activations)
 /// take before the arena grows again.
 ///
-/// Device allocations stay at most PyTorch's on 107 of the 127 traces of
+/// Device allocations stay at most PyTorch's on 119 of the 139 traces of
 /// `tests/data/traces` (`trace_invariants.rs` lists the others), reserved memory at most
-/// that of PyTorch's better mode on 107 (BENCHMARKS.md, "PyTorch's pages", the twelfth to
-/// seventeenth corpora and "All 127 traces on one H100").
+/// the lower of PyTorch's two modes on 121 (BENCHMARKS.md, "PyTorch's pages", the twelfth
+/// to nineteenth corpora and "All 127 traces on one H100").
 pub(super) fn growth_size(
     pool: Pool,
     short: usize,
