@@ -35,7 +35,7 @@
 //! |---|---|
 //! | `lib.rs` | this map and the re-exports |
 //! | `entry.rs` | the entry points on syntax trees: [`lint_fn`], [`lint_block`], [`lint_file`] |
-//! | `source/` | [`lint_source`]: text to diagnostics on any input: the nesting bound ([`MAX_NESTING`]) read from the text and checked on the tokens, the rules' trigger words |
+//! | `source/` | [`lint_source`]: text to diagnostics on any input: the nesting bound ([`MAX_NESTING`]) read from the text and checked on the tokens, the rules' trigger words, Rust 2015's anonymous trait-method parameters |
 //! | `level.rs` | [`Level`] (allow / warn / deny), one rule's level, and its parsing |
 //! | `rule_levels.rs` | [`Levels`], the table of every rule's level, and [`UnknownRule`] with its did-you-mean |
 //! | `finding.rs` | [`Rule`], [`Finding`], [`Diagnostic`], [`Position`], [`FnContext`], [`UNKNOWN_RULE`] |

@@ -7,9 +7,12 @@
 //! In order: the text is lexed; one pass over its bytes ([`scan`]) bounds the nesting from
 //! above (as [`nesting`] does on the tokens, which runs only past the limit, for the exact
 //! figure and the error's position) and looks for the rules' trigger words ([`triggers`]);
-//! the tokens are parsed; the rules walk the functions that hold a trigger word (or the
-//! whole file, where something outside a function can change what it reports).
+//! the tokens are parsed (where they do not, once more with Rust 2015's anonymous
+//! trait-method parameters named `_`: [`anonymous_params`]); the rules walk the functions
+//! that hold a trigger word (or the whole file, where something outside a function can change
+//! what it reports).
 
+mod anonymous_params;
 mod nesting;
 mod scan;
 mod triggers;
@@ -122,11 +125,20 @@ fn lint_tokens(source: &str, levels: &Levels) -> Result<Vec<Diagnostic>, SourceE
     } else {
         tokens
     };
-    let file: syn::File = syn::parse2(tokens).map_err(|e| SourceError::Parse {
-        start: Position::from_line_column(e.span().start()),
-        end: Position::from_line_column(e.span().end()),
-        message: e.to_string(),
-    })?;
+    let file: syn::File = match syn::parse2(tokens) {
+        Ok(file) => file,
+        // Rust 2015's anonymous trait-method parameters, named `_` on the text's tokens
+        // lexed again (the same text lexed before, so it lexes and nests as it did).
+        Err(e) => TokenStream::from_str(&text)
+            .ok()
+            .and_then(anonymous_params::named)
+            .and_then(|named| syn::parse2(named).ok())
+            .ok_or_else(|| SourceError::Parse {
+                start: Position::from_line_column(e.span().start()),
+                end: Position::from_line_column(e.span().end()),
+                message: e.to_string(),
+            })?,
+    };
     let findings = match triggers.map(|t| t.walk(&text)) {
         None | Some(Walk::Everything) => lint_file(&file, levels),
         Some(Walk::Lines(lines)) => lint_file_at_lines(&file, levels, &lines),
@@ -213,6 +225,23 @@ mod tests {
                 assert_eq!((start.line, start.column), (3, 5));
                 assert!(message.contains("expected `;`"), "{message}");
             }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_2015_file_with_anonymous_trait_parameters_is_linted() {
+        // wyrm's shape: a crate of the 2015 edition declaring `fn set_value(&self, T);`.
+        let src = "pub trait DataInput<T> {\n    fn set_value(&self, T);\n}\n\
+                   fn f(t: Tensor) { std::mem::forget(t); }\n";
+        let found = lint_source(src, &Levels::default()).expect("parses as rustc 2015 does");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].rule, "forget_tensor");
+        assert_eq!((found[0].start.line, found[0].start.column), (4, 19));
+        // Not a licence for anything: an unnamed parameter outside a trait still fails.
+        let outside = "impl S {\n    fn set_value(&self, T) {}\n}\n";
+        match lint_source(outside, &Levels::default()) {
+            Err(SourceError::Parse { start, .. }) => assert_eq!(start.line, 2),
             other => panic!("{other:?}"),
         }
     }
