@@ -1,7 +1,8 @@
 //! burn (`burn`, `burn_tensor`, `burn_core`, ...): `loss.backward()` returns the gradients
 //! as a value, `GradientsParams::from_grads(grads, &model)` takes them and
 //! `optim.step(lr, model, grads)` consumes them: nothing accumulates between steps.
-//! `into_scalar`, `into_data` and `to_data` read a tensor back to the host.
+//! `into_scalar`, `into_data` and `to_data` read a tensor back to the host, and so do their
+//! `_async` forms (the future they return waits for the device when awaited).
 
 use super::{Framework, Gradients};
 
@@ -28,8 +29,22 @@ pub(crate) const TABLE: Framework = Framework {
     clear_grads: &[],
     backward_and_step: &[],
     steps: &["step"],
-    to_host: &["into_scalar", "into_data", "to_data", "into_scalar_async"],
-    device_reads: &["into_scalar", "into_data", "to_data"],
+    to_host: &[
+        "into_scalar",
+        "into_data",
+        "to_data",
+        "into_scalar_async",
+        "into_data_async",
+        "to_data_async",
+    ],
+    device_reads: &[
+        "into_scalar",
+        "into_data",
+        "to_data",
+        "into_scalar_async",
+        "into_data_async",
+        "to_data_async",
+    ],
     conversions_read: false,
     detach: &["detach", "inner"],
     no_grad_guards: &[],
@@ -60,5 +75,23 @@ fn train<B: AutodiffBackend>(mut model: Model<B>, mut optim: impl Optimizer, dat
 "#;
         assert_eq!(hits("missing_zero_grad", src), []);
         assert_eq!(hits("graph_accumulation", src), []);
+    }
+
+    #[test]
+    fn async_reads_are_reads() {
+        // brush's shape: burn's `_async` reads, awaited, wait for the device as the others do.
+        let src = r#"
+use burn::tensor::Tensor;
+async fn f<B: Backend>(epochs: usize, xs: &[Tensor<B, 2>]) {
+    for _ in 0..epochs {
+        for x in xs {
+            log(x.clone().sum().into_scalar_async().await);
+            let data = x.clone().into_data_async().await;
+            show(x.to_data_async().await, data);
+        }
+    }
+}
+"#;
+        assert_eq!(hits("item_in_hot_loop", src), [(6, 17), (7, 24), (8, 18)]);
     }
 }

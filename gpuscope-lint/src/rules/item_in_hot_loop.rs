@@ -25,7 +25,8 @@ Default level: **allow** (it costs time, not memory).
 Finds reads of device values to the host inside an inner loop (a loop nested in another
 loop, including `.for_each(|..| ..)` bodies): `.item()` (gpuscope, tch), `to_vec::<T>()`
 and `to_f64_vec()` (gpuscope), `to_scalar`, `to_vec0` to `to_vec3` (candle),
-`into_scalar`, `into_data`, `to_data` (burn), `double_value`, `int64_value` (tch),
+`into_scalar`, `into_data`, `to_data` and their `_async` forms (burn), `double_value`,
+`int64_value` (tch),
 `array`, `as_vec` (dfdx), `dtoh_sync_copy`, `memcpy_dtov`, `clone_dtoh` (cudarc),
 `read_one` (CubeCL), and tch's conversions of a tensor into a number or a `Vec`
 (`f64::try_from(&t)`, `Vec::<f32>::try_from(&t)`, `f32::from(&t)`), each for the libraries
