@@ -6,6 +6,17 @@
 
 use super::{Framework, Gradients};
 
+/// The methods that read a tensor back to the host, each a host value and a wait for the
+/// device.
+const READS: &[&str] = &[
+    "into_scalar",
+    "into_data",
+    "to_data",
+    "into_scalar_async",
+    "into_data_async",
+    "to_data_async",
+];
+
 pub(crate) const TABLE: Framework = Framework {
     name: "burn",
     crates: &[
@@ -29,22 +40,8 @@ pub(crate) const TABLE: Framework = Framework {
     clear_grads: &[],
     backward_and_step: &[],
     steps: &["step"],
-    to_host: &[
-        "into_scalar",
-        "into_data",
-        "to_data",
-        "into_scalar_async",
-        "into_data_async",
-        "to_data_async",
-    ],
-    device_reads: &[
-        "into_scalar",
-        "into_data",
-        "to_data",
-        "into_scalar_async",
-        "into_data_async",
-        "to_data_async",
-    ],
+    to_host: READS,
+    device_reads: READS,
     conversions_read: false,
     detach: &["detach", "inner"],
     no_grad_guards: &[],
