@@ -303,31 +303,26 @@ impl ProcessGroup {
     /// Gathers every rank's `inputs[i]` into `outputs[i]` (world size times as many
     /// elements, rank order).
     pub fn all_gather(&self, inputs: &[&Tensor], outputs: &[&Tensor]) -> Result<Work, DistError> {
-        const OP: &str = "all_gather";
-        let dtype = self.check(OP, inputs, "inputs")?;
-        self.check_pair(
-            OP,
+        self.run_in_out(
+            "all_gather",
             inputs,
             outputs,
-            dtype,
             |i, o| o == i * self.world_size(),
             "world size times the input's",
-        )?;
-        let ty = nccl_type(dtype) as i32;
-        let touched: Vec<&Tensor> = inputs.iter().chain(outputs).copied().collect();
-        self.run(OP, &touched, outputs, |i, nccl, comm, stream| {
-            // SAFETY: input and output storages sized as checked above.
-            unsafe {
-                (nccl.all_gather)(
-                    inputs[i].addr().0 as *const _,
-                    outputs[i].addr().0 as *mut _,
-                    inputs[i].numel(),
-                    ty,
-                    comm,
-                    stream,
-                )
-            }
-        })
+            |input, output, ty, nccl, comm, stream| {
+                // SAFETY: input and output storages sized as checked by `run_in_out`.
+                unsafe {
+                    (nccl.all_gather)(
+                        input.addr().0 as *const _,
+                        output.addr().0 as *mut _,
+                        input.numel(),
+                        ty,
+                        comm,
+                        stream,
+                    )
+                }
+            },
+        )
     }
 
     /// Reduces `inputs[i]` across ranks and leaves rank r's share (chunk r of world
@@ -338,32 +333,27 @@ impl ProcessGroup {
         outputs: &[&Tensor],
         op: ReduceOp,
     ) -> Result<Work, DistError> {
-        const OP: &str = "reduce_scatter";
-        let dtype = self.check(OP, inputs, "inputs")?;
-        self.check_pair(
-            OP,
+        self.run_in_out(
+            "reduce_scatter",
             inputs,
             outputs,
-            dtype,
             |i, o| i == o * self.world_size(),
             "the input's divided by the world size",
-        )?;
-        let ty = nccl_type(dtype) as i32;
-        let touched: Vec<&Tensor> = inputs.iter().chain(outputs).copied().collect();
-        self.run(OP, &touched, outputs, |i, nccl, comm, stream| {
-            // SAFETY: input and output storages sized as checked above.
-            unsafe {
-                (nccl.reduce_scatter)(
-                    inputs[i].addr().0 as *const _,
-                    outputs[i].addr().0 as *mut _,
-                    outputs[i].numel(),
-                    ty,
-                    op.raw(),
-                    comm,
-                    stream,
-                )
-            }
-        })
+            |input, output, ty, nccl, comm, stream| {
+                // SAFETY: input and output storages sized as checked by `run_in_out`.
+                unsafe {
+                    (nccl.reduce_scatter)(
+                        input.addr().0 as *const _,
+                        output.addr().0 as *mut _,
+                        output.numel(),
+                        ty,
+                        op.raw(),
+                        comm,
+                        stream,
+                    )
+                }
+            },
+        )
     }
 
     /// Checks one tensor per local device, contiguous, one dtype; returns the dtype.
@@ -437,6 +427,29 @@ impl ProcessGroup {
             ));
         }
         Ok(())
+    }
+
+    /// A collective from `inputs` into separate `outputs` (one each per local device):
+    /// checks both lists ([`check`](Self::check)) and that each output's size `fits` the
+    /// input's (`fits(input elements, output elements)`, `rule` saying how in the error),
+    /// then [`run`](Self::run)s `call(input, output, NCCL data type, ...)` for every local
+    /// rank, with the inputs and the outputs as the tensors touched.
+    fn run_in_out(
+        &self,
+        op: &'static str,
+        inputs: &[&Tensor],
+        outputs: &[&Tensor],
+        fits: impl Fn(usize, usize) -> bool,
+        rule: &str,
+        call: impl Fn(&Tensor, &Tensor, i32, &ffi::Nccl, ffi::Comm, ffi::Stream) -> ffi::NcclResult,
+    ) -> Result<Work, DistError> {
+        let dtype = self.check(op, inputs, "inputs")?;
+        self.check_pair(op, inputs, outputs, dtype, fits, rule)?;
+        let ty = nccl_type(dtype) as i32;
+        let touched: Vec<&Tensor> = inputs.iter().chain(outputs).copied().collect();
+        self.run(op, &touched, outputs, |i, nccl, comm, stream| {
+            call(inputs[i], outputs[i], ty, nccl, comm, stream)
+        })
     }
 
     /// Orders the comm streams after `touched`'s streams, records the comm streams'

@@ -24,6 +24,8 @@ use std::ffi::c_void;
 use std::sync::{Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+use cudarc::driver::CudaContext;
+
 use super::ffi::{self, Config, Nccl, UniqueId};
 use crate::backend::StreamId;
 use crate::backend::cuda::CudaBackend;
@@ -133,6 +135,82 @@ fn cuda(device: &Device) -> Result<&CudaBackend, DistError> {
         })
 }
 
+/// Makes `ctx` the calling thread's current CUDA context (`cuCtxSetCurrent`), as NCCL
+/// calls on its device need.
+fn bind(ctx: &CudaContext) -> Result<(), DistError> {
+    ctx.bind_to_thread().map_err(|e| DistError::Nccl {
+        call: "cuCtxSetCurrent",
+        message: e.to_string(),
+    })
+}
+
+/// Opens a group of NCCL calls (`ncclGroupStart`); the caller closes it with
+/// `ncclGroupEnd` on every path.
+fn group_start(nccl: &Nccl) -> Result<(), DistError> {
+    // SAFETY: a plain NCCL call.
+    let r = unsafe { (nccl.group_start)() };
+    check(nccl, r, "ncclGroupStart", std::ptr::null_mut())
+}
+
+/// `ncclCommInitRankConfig` for rank `rank` of `size` with `id`, the communicator
+/// blocking or not: NCCL's result and the communicator it wrote (null where it wrote
+/// none), for the caller to check as its mode needs.
+fn init_rank(
+    nccl: &Nccl,
+    id: UniqueId,
+    size: usize,
+    rank: usize,
+    blocking: bool,
+) -> (ffi::NcclResult, ffi::Comm) {
+    let mut raw: ffi::Comm = std::ptr::null_mut();
+    let mut config = Config::new(blocking);
+    // SAFETY: `raw` receives the communicator; id and config are valid.
+    let r = unsafe {
+        (nccl.comm_init_rank_config)(&mut raw, size as i32, id, rank as i32, &mut config)
+    };
+    (r, raw)
+}
+
+/// A rank's place in this process before NCCL makes its communicator: its device and
+/// the stream of its own that its collectives will run on.
+struct Seat {
+    rank: usize,
+    device: Device,
+    stream: StreamId,
+    cu_stream: ffi::Stream,
+}
+
+impl Seat {
+    /// Creates the stream of `rank`'s communicator on `device`.
+    fn new(rank: usize, device: &Device) -> Result<Seat, DistError> {
+        let backend = cuda(device)?;
+        let stream = backend.create_stream()?;
+        let cu_stream = backend.cuda_stream(stream)?.cu_stream() as ffi::Stream;
+        Ok(Seat {
+            rank,
+            device: device.clone(),
+            stream,
+            cu_stream,
+        })
+    }
+
+    /// The communicator of this seat: `raw`, made by NCCL for a job of `size` ranks.
+    fn communicator(self, nccl: &'static Nccl, raw: ffi::Comm, size: usize) -> Communicator {
+        Communicator {
+            nccl,
+            raw,
+            rank: self.rank,
+            size,
+            device: self.device,
+            stream: self.stream,
+            cu_stream: self.cu_stream,
+            lock: Mutex::new(()),
+            broken: Mutex::new(None),
+            calling: Mutex::new(None),
+        }
+    }
+}
+
 impl Communicator {
     /// Creates the communicators of `ranks` (rank, device) pairs of one job in this
     /// process (one, for a process per GPU; several for one process driving several
@@ -150,55 +228,20 @@ impl Communicator {
         }
         let mut made: Vec<Communicator> = Vec::with_capacity(ranks.len());
         let grouped = ranks.len() > 1;
-        // SAFETY: plain NCCL calls; grouped inits are how one thread makes several.
+        // Grouped inits are how one thread makes several.
         if grouped {
-            check(
-                nccl,
-                unsafe { (nccl.group_start)() },
-                "ncclGroupStart",
-                std::ptr::null_mut(),
-            )?;
+            group_start(nccl)?;
         }
         let mut failed = None;
         for (rank, device) in ranks {
             let made_one = (|| {
-                let backend = cuda(device)?;
-                backend
-                    .context()
-                    .bind_to_thread()
-                    .map_err(|e| DistError::Nccl {
-                        call: "cuCtxSetCurrent",
-                        message: e.to_string(),
-                    })?;
-                let stream = backend.create_stream()?;
-                let cu_stream = backend.cuda_stream(stream)?.cu_stream() as ffi::Stream;
-                let mut raw: ffi::Comm = std::ptr::null_mut();
-                let mut config = Config::new(false);
-                // SAFETY: `raw` receives the communicator; id and config are valid.
-                let r = unsafe {
-                    (nccl.comm_init_rank_config)(
-                        &mut raw,
-                        size as i32,
-                        *id,
-                        *rank as i32,
-                        &mut config,
-                    )
-                };
+                bind(cuda(device)?.context())?;
+                let seat = Seat::new(*rank, device)?;
+                let (r, raw) = init_rank(nccl, *id, size, *rank, false);
                 if r != ffi::SUCCESS && r != ffi::IN_PROGRESS {
                     return Err(nccl_error(nccl, r, "ncclCommInitRankConfig", raw));
                 }
-                Ok(Communicator {
-                    nccl,
-                    raw,
-                    rank: *rank,
-                    size,
-                    device: device.clone(),
-                    stream,
-                    cu_stream,
-                    lock: Mutex::new(()),
-                    broken: Mutex::new(None),
-                    calling: Mutex::new(None),
-                })
+                Ok(seat.communicator(nccl, raw, size))
             })();
             match made_one {
                 Ok(c) => made.push(c),
@@ -243,13 +286,10 @@ impl Communicator {
         ranks: &[(usize, Device)],
         timeout: Duration,
     ) -> Result<Vec<Communicator>, DistError> {
-        let mut prepared = Vec::with_capacity(ranks.len());
-        for (rank, device) in ranks {
-            let backend = cuda(device)?;
-            let stream = backend.create_stream()?;
-            let cu_stream = backend.cuda_stream(stream)?.cu_stream() as ffi::Stream;
-            prepared.push((*rank, device.clone(), stream, cu_stream));
-        }
+        let seats = ranks
+            .iter()
+            .map(|(rank, device)| Seat::new(*rank, device))
+            .collect::<Result<Vec<_>, _>>()?;
         let contexts: Vec<_> = ranks
             .iter()
             .map(|(rank, d)| cuda(d).map(|b| (*rank, b.context().clone())))
@@ -262,35 +302,16 @@ impl Communicator {
                 let made = (|| {
                     let mut made = Made(Vec::with_capacity(contexts.len()));
                     if grouped {
-                        // SAFETY: a plain group, closed below.
-                        check(
-                            nccl,
-                            unsafe { (nccl.group_start)() },
-                            "ncclGroupStart",
-                            std::ptr::null_mut(),
-                        )?;
+                        // Closed below.
+                        group_start(nccl)?;
                     }
                     let mut failed = None;
                     for (rank, ctx) in &contexts {
-                        if let Err(e) = ctx.bind_to_thread() {
-                            failed = Some(DistError::Nccl {
-                                call: "cuCtxSetCurrent",
-                                message: e.to_string(),
-                            });
+                        if let Err(e) = bind(ctx) {
+                            failed = Some(e);
                             break;
                         }
-                        let mut raw: ffi::Comm = std::ptr::null_mut();
-                        let mut config = Config::new(true);
-                        // SAFETY: `raw` receives the communicator; id and config are valid.
-                        let r = unsafe {
-                            (nccl.comm_init_rank_config)(
-                                &mut raw,
-                                size as i32,
-                                id,
-                                *rank as i32,
-                                &mut config,
-                            )
-                        };
+                        let (r, raw) = init_rank(nccl, id, size, *rank, true);
                         if r != ffi::SUCCESS {
                             failed = Some(nccl_error(nccl, r, "ncclCommInitRankConfig", raw));
                             break;
@@ -334,21 +355,10 @@ impl Communicator {
                 });
             }
         };
-        Ok(prepared
+        Ok(seats
             .into_iter()
             .zip(made.0)
-            .map(|((rank, device, stream, cu_stream), raw)| Communicator {
-                nccl,
-                raw,
-                rank,
-                size,
-                device,
-                stream,
-                cu_stream,
-                lock: Mutex::new(()),
-                broken: Mutex::new(None),
-                calling: Mutex::new(None),
-            })
+            .map(|(seat, raw)| seat.communicator(nccl, raw, size))
             .collect())
     }
 
@@ -402,13 +412,7 @@ impl Communicator {
     ) -> Result<(), DistError> {
         let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         self.check_alive()?;
-        cuda(&self.device)?
-            .context()
-            .bind_to_thread()
-            .map_err(|e| DistError::Nccl {
-                call: "cuCtxSetCurrent",
-                message: e.to_string(),
-            })?;
+        bind(cuda(&self.device)?.context())?;
         let r = {
             let _call = self.calling(what);
             f(self.nccl, self.raw, self.cu_stream)
