@@ -31,27 +31,33 @@ pub(crate) trait Float:
     fn tanh(self) -> Self;
     fn erf(self) -> Self;
     fn exp(self) -> Self;
-    /// `c = alpha * op(a) @ op(b)` with row and column strides.
-    ///
-    /// # Safety
-    /// The pointers and strides describe valid `m×k`, `k×n` and `m×n` matrices.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn gemm(
-        m: usize,
-        k: usize,
-        n: usize,
-        alpha: Self,
-        a: *const Self,
-        rsa: isize,
-        csa: isize,
-        b: *const Self,
-        rsb: isize,
-        csb: isize,
-        c: *mut Self,
-        rsc: isize,
-        csc: isize,
-    );
+    /// `matrixmultiply`'s general matrix product of this type.
+    const GEMM: Gemm<Self>;
 }
+
+/// `matrixmultiply`'s `sgemm`/`dgemm`: `(m, k, n, alpha, a, rsa, csa, b, rsb, csb, beta,
+/// c, rsc, csc)` computes `c = alpha·A@B + beta·c` for the `m×k` matrix `A` whose
+/// element `(i, l)` is at `a + i·rsa + l·csa`, `B` (`k×n`) and `c` (`m×n`) likewise; with
+/// `beta` zero, `c` is written without being read.
+///
+/// # Safety
+/// The pointers and strides describe valid `m×k`, `k×n` and `m×n` matrices.
+type Gemm<T> = unsafe fn(
+    usize,
+    usize,
+    usize,
+    T,
+    *const T,
+    isize,
+    isize,
+    *const T,
+    isize,
+    isize,
+    T,
+    *mut T,
+    isize,
+    isize,
+);
 
 macro_rules! float {
     ($t:ty, $gemm:path, $erf:path) => {
@@ -74,24 +80,7 @@ macro_rules! float {
             fn exp(self) -> Self {
                 <$t>::exp(self)
             }
-            unsafe fn gemm(
-                m: usize,
-                k: usize,
-                n: usize,
-                alpha: Self,
-                a: *const Self,
-                rsa: isize,
-                csa: isize,
-                b: *const Self,
-                rsb: isize,
-                csb: isize,
-                c: *mut Self,
-                rsc: isize,
-                csc: isize,
-            ) {
-                // SAFETY: the caller's promise.
-                unsafe { $gemm(m, k, n, alpha, a, rsa, csa, b, rsb, csb, 0.0, c, rsc, csc) }
-            }
+            const GEMM: Gemm<Self> = $gemm;
         }
     };
 }
@@ -496,7 +485,7 @@ pub(crate) unsafe fn matmul(
         // SAFETY: the shapes were checked against m, k, n and the strides are the
         // operands' own; c is a fresh m×n tensor.
         unsafe {
-            T::gemm(
+            T::GEMM(
                 m,
                 k,
                 n,
@@ -507,6 +496,7 @@ pub(crate) unsafe fn matmul(
                 b.addr().0 as *const T,
                 rsb as isize,
                 csb as isize,
+                T::ZERO,
                 c.addr().0 as *mut T,
                 n as isize,
                 1,

@@ -393,7 +393,7 @@ pub(crate) unsafe fn bmm(
         for i in 0..batch {
             // SAFETY: matrix i of each tensor, inside it by the caller's promise.
             unsafe {
-                T::gemm(
+                T::GEMM(
                     m,
                     k,
                     n,
@@ -404,6 +404,7 @@ pub(crate) unsafe fn bmm(
                     pb.add(i * k * n),
                     rsb as isize,
                     csb as isize,
+                    T::ZERO,
                     pc.add(i * m * n),
                     n as isize,
                     1,
