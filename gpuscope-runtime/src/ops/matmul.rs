@@ -11,21 +11,28 @@ use crate::tensor::compute::matmul::{bmm_raw, matmul_raw};
 use crate::tensor::compute::nn::{bias_add_fresh, col_sum_raw, last_dim};
 use crate::tensor::{Tensor, TensorError};
 
-fn matmul_at(
+/// A matrix product `product(a, b, ta, tb, site)` of `op(a)` and `op(b)` (`op`
+/// transposes when its flag is set), recorded as node `name`: its backward is two more
+/// products of the same kind, of the gradient and the saved operands.
+fn product_at<P>(
+    name: &'static str,
+    product: P,
     a: &Tensor,
     b: &Tensor,
-    ta: bool,
-    tb: bool,
+    (ta, tb): (bool, bool),
     site: Site,
-) -> Result<Tensor, TensorError> {
-    let out = matmul_raw(a, b, ta, tb, site)?;
+) -> Result<Tensor, TensorError>
+where
+    P: Fn(&Tensor, &Tensor, bool, bool, Site) -> Result<Tensor, TensorError> + Send + 'static,
+{
+    let out = product(a, b, ta, tb, site)?;
     if !should_record(&[a, b]) {
         return Ok(out);
     }
     let (sa, sb) = (a.detach(), b.detach());
     Ok(record_saving(
         out,
-        "matmul",
+        name,
         &[a, b],
         [sa.clone(), sb.clone()],
         site,
@@ -34,18 +41,18 @@ fn matmul_at(
             // where the operand was stored transposed.
             let ga = if needs[0] {
                 Some(if ta {
-                    matmul_raw(&sb, g, tb, true, site)?
+                    product(&sb, g, tb, true, site)?
                 } else {
-                    matmul_raw(g, &sb, false, !tb, site)?
+                    product(g, &sb, false, !tb, site)?
                 })
             } else {
                 None
             };
             let gb = if needs[1] {
                 Some(if tb {
-                    matmul_raw(g, &sa, true, ta, site)?
+                    product(g, &sa, true, ta, site)?
                 } else {
-                    matmul_raw(&sa, g, !ta, false, site)?
+                    product(&sa, g, !ta, false, site)?
                 })
             } else {
                 None
@@ -53,6 +60,16 @@ fn matmul_at(
             Ok(vec![ga, gb])
         },
     ))
+}
+
+fn matmul_at(
+    a: &Tensor,
+    b: &Tensor,
+    ta: bool,
+    tb: bool,
+    site: Site,
+) -> Result<Tensor, TensorError> {
+    product_at("matmul", matmul_raw, a, b, (ta, tb), site)
 }
 
 /// `alpha · op(a) @ op(b)` over batches of matrices, recorded.
@@ -64,40 +81,9 @@ pub(crate) fn bmm_at(
     alpha: f64,
     site: Site,
 ) -> Result<Tensor, TensorError> {
-    let out = bmm_raw(a, b, ta, tb, alpha, site)?;
-    if !should_record(&[a, b]) {
-        return Ok(out);
-    }
-    let (sa, sb) = (a.detach(), b.detach());
-    Ok(record_saving(
-        out,
-        "bmm",
-        &[a, b],
-        [sa.clone(), sb.clone()],
-        site,
-        move |g, needs, site| {
-            // As matmul's, matrix by matrix, scaled by alpha.
-            let ga = if needs[0] {
-                Some(if ta {
-                    bmm_raw(&sb, g, tb, true, alpha, site)?
-                } else {
-                    bmm_raw(g, &sb, false, !tb, alpha, site)?
-                })
-            } else {
-                None
-            };
-            let gb = if needs[1] {
-                Some(if tb {
-                    bmm_raw(g, &sa, true, ta, alpha, site)?
-                } else {
-                    bmm_raw(&sa, g, !ta, false, alpha, site)?
-                })
-            } else {
-                None
-            };
-            Ok(vec![ga, gb])
-        },
-    ))
+    // The gradients are matmul's, matrix by matrix, scaled by alpha.
+    let product = move |a: &Tensor, b: &Tensor, ta, tb, site| bmm_raw(a, b, ta, tb, alpha, site);
+    product_at("bmm", product, a, b, (ta, tb), site)
 }
 
 /// `x @ wᵀ (+ b)` over the last dimension of `x`, recorded as one node.
