@@ -219,6 +219,29 @@ fn observer(alloc: Arc<CachingAllocator>, stop: Arc<AtomicBool>) -> usize {
     checks
 }
 
+/// Starts [`THREADS`] workers (`spawn(t, barrier)` for thread `t`; they start together
+/// at the barrier) and, beside them, an [`observer`] of `alloc`; returns the workers'
+/// tallies and the observer's count of checks once all have finished.
+fn run_workers(
+    alloc: &Arc<CachingAllocator>,
+    mut spawn: impl FnMut(usize, Arc<Barrier>) -> thread::JoinHandle<Tally>,
+) -> (Vec<Tally>, usize) {
+    let barrier = Arc::new(Barrier::new(THREADS));
+    let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (alloc, stop) = (alloc.clone(), stop.clone());
+        thread::spawn(move || observer(alloc, stop))
+    };
+    let workers: Vec<_> = (0..THREADS).map(|t| spawn(t, barrier.clone())).collect();
+    let tallies: Vec<Tally> = workers
+        .into_iter()
+        .map(|h| h.join().expect("worker panicked"))
+        .collect();
+    stop.store(true, Ordering::Relaxed);
+    let checks = watcher.join().expect("observer panicked");
+    (tallies, checks)
+}
+
 fn finish(alloc: &CachingAllocator, tallies: &[Tally], what: &str) {
     let allocs: i64 = tallies.iter().map(|t| t.allocs).sum();
     let frees: i64 = tallies.iter().map(|t| t.frees).sum();
@@ -278,24 +301,10 @@ fn eight_threads_share_one_allocator_on_host_memory() {
     let start = Instant::now();
     let host = Arc::new(HostBackend::new());
     let alloc = Arc::new(CachingAllocator::new(host.clone(), AllocConfig::default()).unwrap());
-    let barrier = Arc::new(Barrier::new(THREADS));
-    let stop = Arc::new(AtomicBool::new(false));
-    let watcher = {
-        let (alloc, stop) = (alloc.clone(), stop.clone());
-        thread::spawn(move || observer(alloc, stop))
-    };
-    let workers: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let (alloc, host, barrier) = (alloc.clone(), host.clone(), barrier.clone());
-            thread::spawn(move || host_worker(t, alloc, host, barrier))
-        })
-        .collect();
-    let tallies: Vec<Tally> = workers
-        .into_iter()
-        .map(|h| h.join().expect("worker panicked"))
-        .collect();
-    stop.store(true, Ordering::Relaxed);
-    let checks = watcher.join().expect("observer panicked");
+    let (tallies, checks) = run_workers(&alloc, |t, barrier| {
+        let (alloc, host) = (alloc.clone(), host.clone());
+        thread::spawn(move || host_worker(t, alloc, host, barrier))
+    });
     assert!(checks > 0);
     finish(&alloc, &tallies, "host");
     eprintln!(
@@ -392,26 +401,11 @@ fn eight_threads_share_one_allocator_with_virtual_memory() {
     let alloc = Arc::new(CachingAllocator::new(dev.clone(), config).unwrap());
     assert!(alloc.uses_virtual_memory());
     let reg: Arc<Registry> = Arc::new(Mutex::new(BTreeMap::new()));
-    let barrier = Arc::new(Barrier::new(THREADS));
-    let stop = Arc::new(AtomicBool::new(false));
-    let watcher = {
-        let (alloc, stop) = (alloc.clone(), stop.clone());
-        thread::spawn(move || observer(alloc, stop))
-    };
-    let workers: Vec<_> = (0..THREADS)
-        .map(|t| {
-            let streams = [StreamId::DEFAULT, dev.create_stream().unwrap()];
-            let (alloc, dev, reg, barrier) =
-                (alloc.clone(), dev.clone(), reg.clone(), barrier.clone());
-            thread::spawn(move || vm_worker(t, alloc, dev, streams, reg, barrier))
-        })
-        .collect();
-    let tallies: Vec<Tally> = workers
-        .into_iter()
-        .map(|h| h.join().expect("worker panicked"))
-        .collect();
-    stop.store(true, Ordering::Relaxed);
-    watcher.join().expect("observer panicked");
+    let (tallies, _) = run_workers(&alloc, |t, barrier| {
+        let streams = [StreamId::DEFAULT, dev.create_stream().unwrap()];
+        let (alloc, dev, reg) = (alloc.clone(), dev.clone(), reg.clone());
+        thread::spawn(move || vm_worker(t, alloc, dev, streams, reg, barrier))
+    });
     assert!(reg.lock().unwrap().is_empty());
     let s = alloc.stats();
     let free_events: u64 = tallies.iter().map(|t| t.free_events).sum();

@@ -23,6 +23,38 @@ fn allocated(dev: &Device) -> i64 {
     dev.allocator().stats().allocated_bytes.all.current
 }
 
+/// An f32 tensor's values as an f64 tensor of the same shape.
+fn to_f64(t: &Tensor, dev: &Device) -> Tensor {
+    let v: Vec<f64> = t
+        .to_vec::<f32>()
+        .unwrap()
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    Tensor::from_vec(v, t.shape(), dev).unwrap()
+}
+
+/// Asserts that each `got[p][i]` is `factor · want[p][i]`, up to 1e-12 of `want[p][i]`
+/// (of 1 below 1); `what` names the comparison.
+fn assert_scaled(got: &[Vec<f64>], want: &[Vec<f64>], factor: f64, what: &str) {
+    for (g, w) in got.iter().zip(want) {
+        for (a, b) in g.iter().zip(w) {
+            assert!(
+                (a - factor * b).abs() <= 1e-12 * b.abs().max(1.0),
+                "{what}: {a} is not {factor} times {b}"
+            );
+        }
+    }
+}
+
+/// Asserts that `got` is within 1e-12 of `want`, element by element; `what` names the
+/// computation.
+fn assert_near(got: &[f64], want: &[f64], what: &str) {
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() < 1e-12, "{what}: {g} against {w}");
+    }
+}
+
 /// Ten Gaussian blobs in the plane: centres on a circle of radius 4, spread 0.45.
 struct Blobs {
     x: Vec<f32>,
@@ -96,6 +128,19 @@ impl Mlp {
         h.matmul(&p[4])?.add(&p[5])
     }
 
+    /// The cross-entropy of the model's logits for `x` against the classes `y`.
+    fn loss(&self, x: &Tensor, y: &Tensor) -> Tensor {
+        self.forward(x).unwrap().cross_entropy(y).unwrap()
+    }
+
+    /// Every parameter's gradient, as f64 values.
+    fn grads_f64(&self) -> Vec<Vec<f64>> {
+        self.params
+            .iter()
+            .map(|p| p.grad().unwrap().to_vec::<f64>().unwrap())
+            .collect()
+    }
+
     fn accuracy(&self, data: &Blobs, dev: &Device) -> f64 {
         no_grad(|| {
             let (x, y) = data.batch(0, data.len(), dev);
@@ -120,7 +165,7 @@ impl Mlp {
 /// One training step inside a scope that denies leaks; returns the loss.
 fn train_step(model: &Mlp, opt: &mut impl Optimizer, x: &Tensor, y: &Tensor) -> f64 {
     let _scope = ScopeGuard::enter(ScopeOptions::new("train_step").leaks(LeakPolicy::Deny));
-    let loss = model.forward(x).unwrap().cross_entropy(y).unwrap();
+    let loss = model.loss(x, y);
     loss.backward().unwrap();
     opt.step().unwrap();
     opt.zero_grad();
@@ -215,13 +260,13 @@ fn backward_frees_the_graph() {
     let before = allocated(&dev);
 
     // A graph that is never walked is freed with its output.
-    let loss = model.forward(&x).unwrap().cross_entropy(&y).unwrap();
+    let loss = model.loss(&x, &y);
     assert!(allocated(&dev) > before);
     drop(loss);
     assert_eq!(allocated(&dev), before, "an unwalked graph kept memory");
 
     // After backward the graph holds nothing: only the loss itself and the grads remain.
-    let loss = model.forward(&x).unwrap().cross_entropy(&y).unwrap();
+    let loss = model.loss(&x, &y);
     loss.backward().unwrap();
     let with_loss = allocated(&dev);
     drop(loss);
@@ -255,25 +300,11 @@ fn evaluation_under_no_grad_peaks_lower() {
     let base = allocated(&dev);
 
     dev.allocator().reset_peak_stats();
-    let loss = model
-        .forward(&x)
-        .unwrap()
-        .cross_entropy(&y)
-        .unwrap()
-        .item()
-        .unwrap();
+    let loss = model.loss(&x, &y).item().unwrap();
     let peak_grad = dev.allocator().stats().allocated_bytes.all.peak - base;
 
     dev.allocator().reset_peak_stats();
-    let loss_ng = no_grad(|| {
-        model
-            .forward(&x)
-            .unwrap()
-            .cross_entropy(&y)
-            .unwrap()
-            .item()
-            .unwrap()
-    });
+    let loss_ng = no_grad(|| model.loss(&x, &y).item().unwrap());
     let peak_no_grad = dev.allocator().stats().allocated_bytes.all.peak - base;
 
     assert_eq!(loss, loss_ng);
@@ -290,43 +321,11 @@ fn skipping_zero_grad_doubles_gradients() {
     let data = Blobs::new(32, 10);
     let model = Mlp::new(16, DType::F64, &dev, 11);
     let (x, y) = data.batch(0, 32, &dev);
-    let x = no_grad(|| {
-        let v: Vec<f64> = x
-            .to_vec::<f32>()
-            .unwrap()
-            .into_iter()
-            .map(f64::from)
-            .collect();
-        Tensor::from_vec(v, &[32, 2], &dev).unwrap()
-    });
-    model
-        .forward(&x)
-        .unwrap()
-        .cross_entropy(&y)
-        .unwrap()
-        .backward()
-        .unwrap();
-    let once: Vec<Vec<f64>> = model
-        .params
-        .iter()
-        .map(|p| p.grad().unwrap().to_vec::<f64>().unwrap())
-        .collect();
-    model
-        .forward(&x)
-        .unwrap()
-        .cross_entropy(&y)
-        .unwrap()
-        .backward()
-        .unwrap();
-    for (p, g1) in model.params.iter().zip(&once) {
-        let g2 = p.grad().unwrap().to_vec::<f64>().unwrap();
-        for (a, b) in g2.iter().zip(g1) {
-            assert!(
-                (a - 2.0 * b).abs() <= 1e-12 * b.abs().max(1.0),
-                "{a} is not twice {b}"
-            );
-        }
-    }
+    let x = to_f64(&x, &dev);
+    model.loss(&x, &y).backward().unwrap();
+    let once = model.grads_f64();
+    model.loss(&x, &y).backward().unwrap();
+    assert_scaled(&model.grads_f64(), &once, 2.0, "two backward passes");
 }
 
 #[test]
@@ -334,54 +333,26 @@ fn gradient_accumulation_matches_the_full_batch() {
     let dev = private_device();
     let data = Blobs::new(64, 12);
     let model = Mlp::new(16, DType::F64, &dev, 13);
-    let to_f64 = |t: Tensor| {
-        let v: Vec<f64> = t
-            .to_vec::<f32>()
-            .unwrap()
-            .into_iter()
-            .map(f64::from)
-            .collect();
-        Tensor::from_vec(v, t.shape(), &dev).unwrap()
-    };
     let (x, y) = data.batch(0, 64, &dev);
-    let x = to_f64(x);
-    model
-        .forward(&x)
-        .unwrap()
-        .cross_entropy(&y)
-        .unwrap()
-        .backward()
-        .unwrap();
-    let full: Vec<Vec<f64>> = model
-        .params
-        .iter()
-        .map(|p| p.grad().unwrap().to_vec::<f64>().unwrap())
-        .collect();
+    let x = to_f64(&x, &dev);
+    model.loss(&x, &y).backward().unwrap();
+    let full = model.grads_f64();
     let mut opt = Sgd::new(model.params.clone(), 0.1);
     opt.zero_grad();
 
     let k = 4;
     for i in 0..k {
         let (xb, yb) = data.batch(i * 16, 16, &dev);
-        let xb = to_f64(xb);
-        let loss = model
-            .forward(&xb)
-            .unwrap()
-            .cross_entropy(&yb)
-            .unwrap()
-            .mul_scalar(1.0 / k as f64)
-            .unwrap();
+        let xb = to_f64(&xb, &dev);
+        let loss = model.loss(&xb, &yb).mul_scalar(1.0 / k as f64).unwrap();
         loss.backward().unwrap();
     }
-    for (p, f) in model.params.iter().zip(&full) {
-        let acc = p.grad().unwrap().to_vec::<f64>().unwrap();
-        for (a, b) in acc.iter().zip(f) {
-            assert!(
-                (a - b).abs() <= 1e-12 * b.abs().max(1.0),
-                "accumulated {a} against full-batch {b}"
-            );
-        }
-    }
+    assert_scaled(
+        &model.grads_f64(),
+        &full,
+        1.0,
+        "accumulated against full-batch",
+    );
 }
 
 #[test]
@@ -439,15 +410,7 @@ fn sgd_and_adamw_match_hand_computations() {
             pv[i] -= 0.1 * buf[i];
         }
     }
-    let got = p.to_vec::<f64>().unwrap();
-    for i in 0..2 {
-        assert!(
-            (got[i] - pv[i]).abs() < 1e-12,
-            "sgd: {} against {}",
-            got[i],
-            pv[i]
-        );
-    }
+    assert_near(&p.to_vec::<f64>().unwrap(), &pv, "sgd");
     // AdamW, three steps.
     let q = Tensor::from_slice(&[1.0f64, -2.0], &[2], &dev)
         .unwrap()
@@ -467,15 +430,7 @@ fn sgd_and_adamw_match_hand_computations() {
             qv[i] -= 0.01 * mh / (vh.sqrt() + 1e-8);
         }
     }
-    let got = q.to_vec::<f64>().unwrap();
-    for i in 0..2 {
-        assert!(
-            (got[i] - qv[i]).abs() < 1e-12,
-            "adamw: {} against {}",
-            got[i],
-            qv[i]
-        );
-    }
+    assert_near(&q.to_vec::<f64>().unwrap(), &qv, "adamw");
 }
 
 #[test]
@@ -539,7 +494,7 @@ fn a_graph_can_leave_its_scope_with_its_saved_tensors() {
     let before = allocated(&dev);
     let loss = {
         let scope = ScopeGuard::enter(ScopeOptions::new("forward").leaks(LeakPolicy::Deny));
-        let loss = model.forward(&x).unwrap().cross_entropy(&y).unwrap();
+        let loss = model.loss(&x, &y);
         scope.escape(&loss);
         let mut saved = 0;
         loss.for_each_graph_tensor(&mut |t| {
