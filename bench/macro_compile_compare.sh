@@ -20,45 +20,9 @@ cleanup() {
 trap cleanup EXIT
 for side in old new; do
     rev=$old; [ "$side" = new ] && rev=$new
-    mkdir -p "/tmp/mcc/$side/crate/src"
     git -C "$root" worktree add -q --detach "/tmp/mcc/$side/tree" "$rev"
-    cat > "/tmp/mcc/$side/crate/Cargo.toml" <<TOML
-[package]
-name = "mcc"
-version = "0.1.0"
-edition = "2024"
-[dependencies]
-gpuscope = { path = "/tmp/mcc/$side/tree", default-features = false }
-[workspace]
-TOML
+    bash "$root/bench/macro_compile_time.sh" crate "/tmp/mcc/$side/crate" "/tmp/mcc/$side/tree" mcc
 done
-python3 - <<'PY'
-def gen(attr):
-    out = ["use gpuscope::{Device, Tensor, TensorError};", "use gpuscope::optim::{Optimizer, Sgd};", ""]
-    if attr:
-        out.append("use gpuscope::gpu_scope;")
-    for i in range(200):
-        if attr:
-            out.append("#[gpu_scope]")
-        out.append(f"""pub fn step_{i}(xs: &[Tensor], w: &Tensor, opt: &mut Sgd, dev: &Device) -> Result<f64, TensorError> {{
-    let mut total = 0.0;
-    for x in xs {{
-        opt.zero_grad();
-        let h = x.matmul(w)?.relu()?;
-        let loss = h.mean()?;
-        loss.backward()?;
-        opt.step()?;
-        total += loss.item()?;
-    }}
-    let extra = Tensor::zeros(&[{i % 7 + 1}], dev)?;
-    Ok(total + extra.sum()?.item()?)
-}}
-""")
-    return "\n".join(out)
-for side in ("old", "new"):
-    open(f"/tmp/mcc/{side}/crate/src/with_macro.rs", "w").write(gen(True))
-    open(f"/tmp/mcc/{side}/crate/src/plain.rs", "w").write(gen(False))
-PY
 # One build of the crate: "<wall> <cpu>" seconds.
 build() {
     local side=$1 what=$2

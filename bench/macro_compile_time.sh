@@ -2,19 +2,27 @@
 # Compile time of 200 `#[gpu_scope]` functions against the same 200 functions without
 # the attribute, and the cost of the lint rules on the same code (in process).
 # Usage: bash bench/macro_compile_time.sh   (from the repository root; uses /tmp/ct)
+#        bash bench/macro_compile_time.sh crate DIR GPUSCOPE NAME   writes only the
+#        benchmark crate (bench/macro_compile_compare.sh builds it at two revisions)
 set -euo pipefail
-root=$(pwd)
-rm -rf /tmp/ct && mkdir -p /tmp/ct/src /tmp/ct/lintonly
-cat > /tmp/ct/Cargo.toml <<TOML
+
+# The benchmark crate in DIR: package NAME depending on gpuscope at GPUSCOPE (no default
+# features), with src/with_macro.rs (200 training-step functions under `#[gpu_scope]`)
+# and src/plain.rs (the same functions without the attribute).
+write_crate() {
+    local dir=$1 gpuscope=$2 name=$3
+    mkdir -p "$dir/src"
+    cat > "$dir/Cargo.toml" <<TOML
 [package]
-name = "ct"
+name = "$name"
 version = "0.1.0"
 edition = "2024"
 [dependencies]
-gpuscope = { path = "$root", default-features = false }
+gpuscope = { path = "$gpuscope", default-features = false }
 [workspace]
 TOML
-python3 - <<'PY'
+    python3 - "$dir/src" <<'PY'
+import sys
 def gen(attr):
     out = ["use gpuscope::{Device, Tensor, TensorError};", "use gpuscope::optim::{Optimizer, Sgd};", ""]
     if attr:
@@ -37,10 +45,19 @@ def gen(attr):
 }}
 """)
     return "\n".join(out)
-open('/tmp/ct/src/with_macro.rs', 'w').write(gen(True))
-open('/tmp/ct/src/plain.rs', 'w').write(gen(False))
-open('/tmp/ct/lintonly/with_macro.rs', 'w').write(gen(True))
+open(f"{sys.argv[1]}/with_macro.rs", "w").write(gen(True))
+open(f"{sys.argv[1]}/plain.rs", "w").write(gen(False))
 PY
+}
+
+if [ "${1:-}" = crate ]; then
+    write_crate "$2" "$3" "$4"
+    exit 0
+fi
+root=$(pwd)
+rm -rf /tmp/ct && mkdir -p /tmp/ct/lintonly
+write_crate /tmp/ct "$root" ct
+cp /tmp/ct/src/with_macro.rs /tmp/ct/lintonly/with_macro.rs
 cd /tmp/ct
 build() { echo "include!(\"$1.rs\");" > src/lib.rs; local s e; s=$(date +%s.%N); CARGO_TARGET_DIR=/tmp/ct/target cargo build -q; e=$(date +%s.%N); echo "$1: $(echo "$e - $s" | bc) s"; }
 build plain >/dev/null   # dependencies
