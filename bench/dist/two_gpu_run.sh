@@ -14,7 +14,7 @@
 set -uo pipefail
 base=$1
 out=/tmp/two_gpu_logs/two_gpu
-mkdir -p "$out"
+mkdir -p "$out" "$base"
 source bench/device_bin.sh
 export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt" 2>&1
