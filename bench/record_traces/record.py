@@ -26,6 +26,8 @@ How the trace is made, from `torch.cuda.memory._snapshot()['device_traces']`:
   number of its own: the stream that used the block allocated nothing);
 - frees of blocks allocated before recording started are skipped.
 """
+import glob
+import importlib
 import json
 import os
 import sys
@@ -34,37 +36,25 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import workloads  # noqa: E402
-import workloads_more  # noqa: E402
-import workloads_third  # noqa: E402
-import workloads_fourth  # noqa: E402
-import workloads_fifth  # noqa: E402
-import workloads_sixth  # noqa: E402
-import workloads_seventh  # noqa: E402
-import workloads_eighth  # noqa: E402
-import workloads_ninth  # noqa: E402
-import workloads_tenth  # noqa: E402
-import workloads_eleventh  # noqa: E402
-import workloads_twelfth  # noqa: E402
-import workloads_thirteenth  # noqa: E402
-import workloads_fourteenth  # noqa: E402
-import workloads_fifteenth  # noqa: E402
-import workloads_sixteenth  # noqa: E402
-import workloads_seventeenth  # noqa: E402
-import workloads_eighteenth  # noqa: E402
-import workloads_nineteenth  # noqa: E402
 
-WORKLOADS = {**workloads.WORKLOADS, **workloads_more.WORKLOADS, **workloads_third.WORKLOADS,
-             **workloads_fourth.WORKLOADS, **workloads_fifth.WORKLOADS,
-             **workloads_sixth.WORKLOADS, **workloads_seventh.WORKLOADS,
-             **workloads_eighth.WORKLOADS, **workloads_ninth.WORKLOADS,
-             **workloads_tenth.WORKLOADS, **workloads_eleventh.WORKLOADS,
-             **workloads_twelfth.WORKLOADS, **workloads_thirteenth.WORKLOADS,
-             **workloads_fourteenth.WORKLOADS, **workloads_fifteenth.WORKLOADS,
-             **workloads_sixteenth.WORKLOADS, **workloads_seventeenth.WORKLOADS,
-             **workloads_eighteenth.WORKLOADS, **workloads_nineteenth.WORKLOADS}
+
+def _workload_modules():
+    """workloads.py and every other workloads*.py beside this file (a corpus a file), by
+    name."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    names = sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(here, "workloads*.py")))
+    return [importlib.import_module(n) for n in names]
+
+
+WORKLOADS = {}
 # Workloads that run one process per GPU under torchrun, and how many (record_all.sh).
-RANKS = workloads_tenth.RANKS
+RANKS = {}
+for _module in _workload_modules():
+    for _name, _workload in _module.WORKLOADS.items():
+        if _name in WORKLOADS:
+            sys.exit(f"record.py: workload {_name} is named in two files (one is {_module.__file__})")
+        WORKLOADS[_name] = _workload
+    RANKS.update(getattr(_module, "RANKS", {}))
 
 
 def convert(events):

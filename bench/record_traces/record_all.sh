@@ -2,12 +2,8 @@
 # Records workloads (one process each) and the small snapshot pickle. On the GPU
 # machine, from the repository root:
 #   bash bench/record_traces/record_all.sh OUT_DIR [NAME...]
-# NAMEs: workloads of workloads.py, workloads_more.py, workloads_third.py,
-# workloads_fourth.py, workloads_fifth.py, workloads_sixth.py, workloads_seventh.py,
-# workloads_eighth.py, workloads_ninth.py, workloads_tenth.py, workloads_eleventh.py,
-# workloads_twelfth.py, workloads_thirteenth.py, workloads_fourteenth.py,
-# workloads_fifteenth.py, workloads_sixteenth.py, workloads_seventeenth.py,
-# workloads_eighteenth.py or workloads_nineteenth.py
+# NAMEs: workloads of the workloads*.py files here (workloads.py and a file a corpus;
+# record.py finds them the same way)
 # (default: every one; the tenth's run one process per GPU under torchrun, two GPUs).
 # Writes OUT_DIR/NAME.csv and OUT_DIR/NAME.json per workload, OUT_DIR/small_train.pickle
 # (when no NAME is given) and OUT_DIR/record.log.
@@ -18,14 +14,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 names=("$@")
 if [[ ${#names[@]} -eq 0 ]]; then
-  read -r -a names <<< "$(cd "$here" && python3 -c 'import ast
-for f in ("workloads.py", "workloads_more.py", "workloads_third.py", "workloads_fourth.py",
-          "workloads_fifth.py", "workloads_sixth.py", "workloads_seventh.py",
-          "workloads_eighth.py", "workloads_ninth.py", "workloads_tenth.py",
-          "workloads_eleventh.py", "workloads_twelfth.py", "workloads_thirteenth.py",
-          "workloads_fourteenth.py", "workloads_fifteenth.py", "workloads_sixteenth.py",
-          "workloads_seventeenth.py", "workloads_eighteenth.py",
-          "workloads_nineteenth.py"):
+  read -r -a names <<< "$(cd "$here" && python3 -c 'import ast, glob
+for f in sorted(glob.glob("workloads*.py")):
     for n in ast.parse(open(f).read()).body:
         if isinstance(n, ast.Assign) and n.targets[0].id == "WORKLOADS":
             print(" ".join(k.value for k in n.value.keys), end=" ")')"
