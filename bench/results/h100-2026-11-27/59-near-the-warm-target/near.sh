@@ -11,3 +11,4 @@ REPEATS=15 bash bench/compare_torch.sh $bin/gpuscope $OUT/cmp \
   $t/early_exit_infer.csv.gz $t/tome_vit_train.csv.gz > /dev/null 2>&1
 echo "rc $?"
 sed -n '/warm \/ PyTorch default/,/met on/p' $OUT/cmp/table.md
+# (next time: tar the cmp folder, a call returns a limited number of files)
