@@ -416,6 +416,14 @@ impl<'ast> Visit<'ast> for Walker<'_> {
             Pat::Type(t) => &*t.pat,
             pat => pat,
         };
+        // `let f = |t: &Tensor| t.add(t);`: a call `f(x)` returns what the body does (its
+        // inputs were bound when the closure was walked).
+        if let (Some(init), Pat::Ident(p)) = (init, pat) {
+            if let Expr::Closure(closure) = strip(&init.expr) {
+                let returns = self.cx.env.infer(&closure.body);
+                self.cx.env.bind_closure(p.ident.to_string(), returns);
+            }
+        }
         if let (Some(init), Pat::Ident(p)) = (init, pat) {
             if is_guard(&init.expr) {
                 if let Some((target, _)) = self.cx.static_target(chain_root(&init.expr)) {

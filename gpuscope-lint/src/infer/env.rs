@@ -91,6 +91,16 @@ pub(crate) struct Env<'i> {
     bindings: FxHashMap<String, Value>,
     /// Names `.backward()` is called on somewhere in the function: they hold losses.
     backwarded: FxHashSet<String>,
+    /// Names bound to closures, with what a call of each returns (`let f = |t: &Tensor|
+    /// t.add(t);` returns a fresh tensor).
+    closures: Vec<(String, Value)>,
+}
+
+/// The bindings of the function around a nested one, kept while the nested one is walked.
+pub(crate) struct SavedFn {
+    bindings: FxHashMap<String, Value>,
+    backwarded: FxHashSet<String>,
+    closures: Vec<(String, Value)>,
 }
 
 impl<'i> Env<'i> {
@@ -99,24 +109,29 @@ impl<'i> Env<'i> {
             types,
             bindings: FxHashMap::default(),
             backwarded: FxHashSet::default(),
+            closures: Vec::new(),
         }
     }
 
     /// Starts a new function: no bindings, `backwarded` the names `.backward()` is called on.
-    pub(crate) fn enter_fn(
-        &mut self,
-        backwarded: FxHashSet<String>,
-    ) -> (FxHashMap<String, Value>, FxHashSet<String>) {
-        (
-            std::mem::take(&mut self.bindings),
-            std::mem::replace(&mut self.backwarded, backwarded),
-        )
+    pub(crate) fn enter_fn(&mut self, backwarded: FxHashSet<String>) -> SavedFn {
+        SavedFn {
+            bindings: std::mem::take(&mut self.bindings),
+            backwarded: std::mem::replace(&mut self.backwarded, backwarded),
+            closures: std::mem::take(&mut self.closures),
+        }
     }
 
     /// Ends a function started with [`enter_fn`](Env::enter_fn).
-    pub(crate) fn leave_fn(&mut self, saved: (FxHashMap<String, Value>, FxHashSet<String>)) {
-        self.bindings = saved.0;
-        self.backwarded = saved.1;
+    pub(crate) fn leave_fn(&mut self, saved: SavedFn) {
+        self.bindings = saved.bindings;
+        self.backwarded = saved.backwarded;
+        self.closures = saved.closures;
+    }
+
+    /// Notes that `name` (bound just before) is a closure whose calls return `returns`.
+    pub(crate) fn bind_closure(&mut self, name: String, returns: Value) {
+        self.closures.push((name, returns));
     }
 
     /// Binds `name` to `value` (shadowing any earlier binding).
@@ -130,6 +145,9 @@ impl<'i> Env<'i> {
         }
         if value.graph == Graph::Unknown && value.kind != Kind::Host && is_loss_name(&name) {
             value.graph = Graph::Loss;
+        }
+        if !self.closures.is_empty() {
+            self.closures.retain(|(closure, _)| *closure != name);
         }
         self.bindings.insert(name, value);
     }
@@ -292,6 +310,15 @@ impl<'i> Env<'i> {
             return Value::UNKNOWN;
         };
         let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        // A call of a closure bound in this function: what its body returns.
+        if let [name] = segments.as_slice() {
+            if let Some((_, value)) = self.closures.iter().rev().find(|(c, _)| c == name) {
+                return Value {
+                    fresh: value.kind == Kind::Device && !value.borrowed,
+                    ..value.clone()
+                };
+            }
+        }
         let args = || self.all(call.args.iter());
         let first = || {
             call.args

@@ -4,8 +4,8 @@
 //!   return types, statics, consts) and the tensor libraries it uses;
 //! - `types.rs`: [`Kind`] and [`Types`], what a declared type says about its values;
 //! - `value.rs`: [`Value`] and [`Graph`], what is known of a value and how two join;
-//! - `env.rs`: [`Env`], the bindings of a function and the inference of an expression's
-//!   value;
+//! - `env.rs`: [`Env`], the bindings of a function (closures bound to a name with what
+//!   their calls return) and the inference of an expression's value;
 //! - `names.rs`: what identifiers say (loss names), the weakest evidence.
 
 mod env;

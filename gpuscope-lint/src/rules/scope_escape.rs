@@ -143,11 +143,45 @@ fn outliving_container(target: &Expr, assign: bool, cx: &Cx<'_>) -> Option<Strin
 /// The tensor in a stored value: `t` in `Some(t)`, `Ok(t)`, `Box::new(t)`, `[t]`, `t?`.
 fn unwrapped(value: &Expr) -> &Expr {
     match strip(value) {
-        Expr::Call(call) if call.args.len() == 1 => unwrapped(&call.args[0]),
+        Expr::Call(call) if wraps(call) => unwrapped(&call.args[0]),
         Expr::Array(a) if a.elems.len() == 1 => unwrapped(&a.elems[0]),
         Expr::Try(t) => unwrapped(&t.expr),
         other => other,
     }
+}
+
+/// Whether `call` wraps its one argument (`Some(t)`, `Ok(t)`, `Box::new(t)`), so that the
+/// tensor stored is the argument; a function's or a closure's result (`double(x)`) is a
+/// tensor of its own.
+fn wraps(call: &syn::ExprCall) -> bool {
+    let Expr::Path(p) = strip(&call.func) else {
+        return false;
+    };
+    if call.args.len() != 1 {
+        return false;
+    }
+    let mut segments = p.path.segments.iter().rev();
+    let Some(last) = segments.next() else {
+        return false;
+    };
+    if ["Some", "Ok", "Err"].iter().any(|w| last.ident == w) {
+        return true;
+    }
+    last.ident == "new"
+        && segments.next().is_some_and(|ty| {
+            [
+                "Box",
+                "Rc",
+                "Arc",
+                "Mutex",
+                "RwLock",
+                "RefCell",
+                "Cell",
+                "ManuallyDrop",
+            ]
+            .iter()
+            .any(|w| ty.ident == w)
+        })
 }
 
 /// `t` for `t.clone()`.
@@ -164,7 +198,7 @@ fn kept(value: &Expr, cx: &Cx<'_>) -> bool {
     loop {
         e = match e {
             Expr::MethodCall(m) if m.method == "clone" => strip(&m.receiver),
-            Expr::Call(call) if call.args.len() == 1 => strip(&call.args[0]),
+            Expr::Call(call) if wraps(call) => strip(&call.args[0]),
             _ => break,
         };
     }
@@ -236,5 +270,32 @@ fn unscoped(x: &Tensor, history: &mut Vec<Tensor>) {
 }
 "#;
         assert_eq!(hits(RULE, src), []);
+    }
+
+    #[test]
+    fn fires_on_what_a_local_closure_returns() {
+        // A new user's helper closure: its calls make tensors as its body does.
+        let src = r#"
+use gpuscope::{Tensor, TensorError, gpu_scope};
+#[gpu_scope]
+fn leaky(x: &Tensor, keep: &mut Vec<Tensor>, sizes: &mut Vec<usize>) -> Result<(), TensorError> {
+    let double = |t: &Tensor| t.add(t);
+    keep.push(double(x)?);
+    let size = |t: &Tensor| t.numel();
+    sizes.push(size(x));
+    // Bound again, to a closure of host values: its calls are host values.
+    let double = |t: &Tensor| t.numel() * 2;
+    sizes.push(double(x));
+    Ok(())
+}
+"#;
+        assert_eq!(hits(RULE, src), [(6, 5)]);
+        // What is stored is the closure's result, not its argument.
+        let found = &findings(RULE, src)[0];
+        assert!(
+            found.message.starts_with("`double(..)` is made"),
+            "{}",
+            found.message
+        );
     }
 }
