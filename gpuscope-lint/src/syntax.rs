@@ -397,6 +397,25 @@ fn write_expr(out: &mut String, e: &Expr) {
             write_expr(out, &a.base);
             out.push_str(".await");
         }
+        Expr::Index(i) => {
+            write_expr(out, &i.expr);
+            out.push('[');
+            write_expr(out, &i.index);
+            out.push(']');
+        }
+        Expr::Macro(m) => {
+            for (i, seg) in m.mac.path.segments.iter().enumerate() {
+                if i > 0 {
+                    out.push_str("::");
+                }
+                out.push_str(&seg.ident.to_string());
+            }
+            out.push_str(match m.mac.delimiter {
+                syn::MacroDelimiter::Paren(_) => "!(..)",
+                syn::MacroDelimiter::Brace(_) => "! { .. }",
+                syn::MacroDelimiter::Bracket(_) => "![..]",
+            });
+        }
         Expr::Block(b) => match b.block.stmts.as_slice() {
             [syn::Stmt::Expr(e, None)] => write_expr(out, e),
             _ => out.push_str("{ .. }"),
@@ -484,6 +503,9 @@ mod tests {
 
     #[test]
     fn shows_short_text() {
+        assert_eq!(show(&expr("slots[i + 1]")), "slots[i + 1]");
+        assert_eq!(show(&expr("vec![x.add(x)?]")), "vec![..]");
+        assert_eq!(show(&expr("std::format!(\"{}\", x)")), "std::format!(..)");
         assert_eq!(show(&expr("self.total")), "self.total");
         assert_eq!(show(&expr("&mut x.0")), "&mut x.0");
         assert_eq!(show(&expr("loss.clone()")), "loss.clone()");
