@@ -23,7 +23,8 @@ Default level: **warn**.
 ### What it does
 Inside a `#[gpu_scope]` function, finds a tensor made in the function (by a constructor or
 an op, or a clone of one) stored into a container that outlives the scope: pushed or
-inserted (`push`, `push_back`, `insert`, `extend`, `append`, `set`) into a `&mut` argument
+inserted (`push`, `push_back`, `insert`, `extend`, `append`, `set`, a map's
+`entry(k).or_insert`) into a `&mut` argument
 (`history: &mut Vec<Tensor>`) or a field of `self` (`self.cache.push(t)`), or assigned to
 one (`self.last = Some(t)`, `*out = t`). Statics are `static_escape`'s. A tensor handed to
 `gpuscope::keep(&t)` in the function does not fire.
@@ -60,7 +61,8 @@ fn collect(dev: &Device, history: &mut Vec<Tensor>) -> Result<(), TensorError> {
   followed.
 "#;
 
-/// Methods that store their argument into their receiver.
+/// Methods that store their argument into their receiver (`or_insert` into the map of
+/// `map.entry(k)`; `append` moves the elements of the `&mut` collection it is given).
 const STORING: &[&str] = &[
     "push",
     "push_back",
@@ -70,6 +72,7 @@ const STORING: &[&str] = &[
     "append",
     "set",
     "replace",
+    "or_insert",
 ];
 
 /// The rule's checks.
@@ -92,7 +95,20 @@ impl Check for ScopeEscape {
         let (target, values): (&Expr, Vec<&Expr>) = match e {
             Expr::Assign(a) => (&a.left, vec![&*a.right]),
             Expr::MethodCall(m) if STORING.iter().any(|s| m.method == s) => {
-                (&m.receiver, m.args.iter().collect())
+                let target = match strip(&m.receiver) {
+                    Expr::MethodCall(entry)
+                        if m.method == "or_insert" && entry.method == "entry" =>
+                    {
+                        &entry.receiver
+                    }
+                    _ => &m.receiver,
+                };
+                // `all.append(&mut local)`: the elements move out of `local`.
+                let values = m
+                    .args
+                    .iter()
+                    .map(|a| if m.method == "append" { strip(a) } else { a });
+                (target, values.collect())
             }
             _ => return,
         };
@@ -270,6 +286,28 @@ fn unscoped(x: &Tensor, history: &mut Vec<Tensor>) {
 }
 "#;
         assert_eq!(hits(RULE, src), []);
+    }
+
+    #[test]
+    fn fires_on_map_entries_and_appended_collections() {
+        let src = r#"
+use gpuscope::{Device, Tensor, TensorError, gpu_scope};
+use std::collections::HashMap;
+#[gpu_scope]
+fn fill(x: &Tensor, m: &mut HashMap<u32, Tensor>, all: &mut Vec<Tensor>, dev: &Device) -> Result<(), TensorError> {
+    m.entry(1).or_insert(Tensor::ones(&[1], dev)?);
+    let mut made = vec![x.relu()?];
+    all.append(&mut made);
+    let mut local: HashMap<u32, Tensor> = HashMap::new();
+    local.entry(2).or_insert(x.relu()?);
+    let mut kept_here = Vec::new();
+    kept_here.append(&mut vec![x.relu()?]);
+    Ok(())
+}
+"#;
+        assert_eq!(hits(RULE, src), [(6, 5), (8, 5)]);
+        let first = &findings(RULE, src)[0];
+        assert!(first.message.contains("stored in `m`"), "{}", first.message);
     }
 
     #[test]
