@@ -123,13 +123,21 @@ impl Check for ScopeEscape {
         };
         let tensor = unwrapped(value);
         let shown = show(tensor);
-        let keep = show(without_clone(tensor));
+        // `keep` takes the tensor that is stored: a name, or a value bound to one first
+        // (`keep(&t.relu())` would keep another tensor).
+        let how = match strip(without_clone(tensor)) {
+            Expr::Path(p) if p.path.get_ident().is_some() => format!(
+                "call `gpuscope::keep(&{})` before storing it",
+                show(without_clone(tensor))
+            ),
+            _ => "bind it to a name first (`let kept = ...;`), call `gpuscope::keep(&kept)` and store `kept`".to_owned(),
+        };
         sink.emit(
             &RULE,
             e,
             format!("`{shown}` is made in this `#[gpu_scope]` and stored in `{container}`, which outlives the scope: the scope reports it as leaked"),
             "return it to the caller instead of storing it, or make it in the caller".to_owned(),
-            Some(format!("to keep it on purpose, call `gpuscope::keep(&{keep})` before storing it (it then belongs to the caller's scope), or allow the rule: `#[gpuscope::lints::allow(scope_escape)]`")),
+            Some(format!("to keep it on purpose, {how} (it then belongs to the caller's scope), or allow the rule: `#[gpuscope::lints::allow(scope_escape)]`")),
         );
     }
 }
@@ -256,6 +264,13 @@ impl Trainer {
                 .as_deref()
                 .unwrap()
                 .contains("gpuscope::keep(&h)")
+        );
+        // A value that is not a name is bound to one before `keep` can take it.
+        let second = &findings(RULE, src)[1];
+        let note = second.note.as_deref().unwrap();
+        assert!(
+            note.contains("bind it to a name first") && !note.contains("keep(&x.matmul"),
+            "{note}"
         );
         let third = &findings(RULE, src)[2];
         assert!(
