@@ -25,7 +25,9 @@ pub(super) const CHUNK_DIVISOR: usize = 160;
 /// peak of live memory of 0.73-0.998 of the device with one chunk per growth (median 0.93),
 /// and 0.91-0.998 with this limit (median 0.97); on the H100 the limit keeps gpuscope above
 /// or at PyTorch's default allocator on the 22 traces measured (BENCHMARKS.md, "Close to
-/// the device's memory"). The price is device allocations: a growth larger than the limit
+/// the device's memory"), but not on a held-out neural cellular automaton whose 567 MiB
+/// states leave holes in 500 MiB chunks (0.956 against 0.988; 0.9875 with 20 MiB chunks
+/// in the simulated replay: "A nineteenth corpus, held out"). The price is device allocations: a growth larger than the limit
 /// is several, so 119 of the 139 traces stay at most PyTorch's rather than 125. Placement and
 /// reserved memory do not change: the chunks of a growth are mapped side by side.
 ///
