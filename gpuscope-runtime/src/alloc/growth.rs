@@ -27,9 +27,10 @@ pub(super) const CHUNK_DIVISOR: usize = 160;
 /// or at PyTorch's default allocator on the 22 traces measured (BENCHMARKS.md, "Close to
 /// the device's memory"), but not on a held-out neural cellular automaton whose 567 MiB
 /// states leave holes in 500 MiB chunks (0.956 against 0.988; 0.9875 with 20 MiB chunks
-/// in the simulated replay: "A nineteenth corpus, held out"). The price is device allocations: a growth larger than the limit
-/// is several, so 119 of the 139 traces stay at most PyTorch's rather than 125. Placement and
-/// reserved memory do not change: the chunks of a growth are mapped side by side.
+/// in the simulated replay: "A nineteenth corpus, held out"). The price is device
+/// allocations: a growth larger than the limit is several, so 119 of the 139 traces stay at
+/// most PyTorch's rather than 125. Placement and reserved memory do not change: the chunks
+/// of a growth are mapped side by side.
 ///
 /// `max_chunk_size_mb` in `GPUSCOPE_ALLOC_CONF` (`configured`) replaces 1/160 of the
 /// capacity: 20 gives memory back page by page, as PyTorch's expandable segments do.
