@@ -24,7 +24,7 @@ Default level: **warn**.
 Inside a `#[gpu_scope]` function, finds a tensor made in the function (by a constructor or
 an op, or a clone of one) stored into a container that outlives the scope: pushed or
 inserted (`push`, `push_back`, `insert`, `extend`, `append`, `set`, a map's
-`entry(k).or_insert`) into a `&mut` argument
+`entry(k).or_insert` and `or_insert_with`) into a `&mut` argument
 (`history: &mut Vec<Tensor>`) or a field of `self` (`self.cache.push(t)`), or assigned to
 one (`self.last = Some(t)`, `*out = t`). Statics are `static_escape`'s. A tensor handed to
 `gpuscope::keep(&t)` in the function does not fire.
@@ -62,7 +62,8 @@ fn collect(dev: &Device, history: &mut Vec<Tensor>) -> Result<(), TensorError> {
 "#;
 
 /// Methods that store their argument into their receiver (`or_insert` into the map of
-/// `map.entry(k)`; `append` moves the elements of the `&mut` collection it is given).
+/// `map.entry(k)`, `or_insert_with` what its closure returns; `append` moves the elements
+/// of the `&mut` collection it is given).
 const STORING: &[&str] = &[
     "push",
     "push_back",
@@ -73,6 +74,7 @@ const STORING: &[&str] = &[
     "set",
     "replace",
     "or_insert",
+    "or_insert_with",
 ];
 
 /// The rule's checks.
@@ -97,17 +99,20 @@ impl Check for ScopeEscape {
             Expr::MethodCall(m) if STORING.iter().any(|s| m.method == s) => {
                 let target = match strip(&m.receiver) {
                     Expr::MethodCall(entry)
-                        if m.method == "or_insert" && entry.method == "entry" =>
+                        if (m.method == "or_insert" || m.method == "or_insert_with")
+                            && entry.method == "entry" =>
                     {
                         &entry.receiver
                     }
                     _ => &m.receiver,
                 };
-                // `all.append(&mut local)`: the elements move out of `local`.
-                let values = m
-                    .args
-                    .iter()
-                    .map(|a| if m.method == "append" { strip(a) } else { a });
+                let values = m.args.iter().map(|a| match strip(a) {
+                    // `all.append(&mut local)`: the elements move out of `local`.
+                    stripped if m.method == "append" => stripped,
+                    // `entry(k).or_insert_with(|| t)`: what the closure returns is stored.
+                    Expr::Closure(c) if m.method == "or_insert_with" => &*c.body,
+                    _ => a,
+                });
                 (target, values.collect())
             }
             _ => return,
@@ -311,6 +316,7 @@ use std::collections::HashMap;
 #[gpu_scope]
 fn fill(x: &Tensor, m: &mut HashMap<u32, Tensor>, all: &mut Vec<Tensor>, dev: &Device) -> Result<(), TensorError> {
     m.entry(1).or_insert(Tensor::ones(&[1], dev)?);
+    m.entry(3).or_insert_with(|| x.relu().unwrap());
     let mut made = vec![x.relu()?];
     all.append(&mut made);
     let mut local: HashMap<u32, Tensor> = HashMap::new();
@@ -320,7 +326,7 @@ fn fill(x: &Tensor, m: &mut HashMap<u32, Tensor>, all: &mut Vec<Tensor>, dev: &D
     Ok(())
 }
 "#;
-        assert_eq!(hits(RULE, src), [(6, 5), (8, 5)]);
+        assert_eq!(hits(RULE, src), [(6, 5), (7, 5), (9, 5)]);
         let first = &findings(RULE, src)[0];
         assert!(first.message.contains("stored in `m`"), "{}", first.message);
     }
