@@ -49,6 +49,9 @@ pub(crate) struct FnState {
     pub(crate) loops: Vec<LoopFrame>,
     /// Bindings that refer to a static's contents, with the static's name.
     pub(crate) aliases: Vec<(String, String)>,
+    /// Bindings that refer into a `&mut` parameter's contents (`if let Some(t) =
+    /// out.as_mut()`, `for t in slots.iter_mut()`), with the parameter's name.
+    pub(crate) param_places: Vec<(String, String)>,
     /// The function is a free `fn main`: outside its loops, what it stores or forgets lives
     /// no longer than its own locals.
     pub(crate) main: bool,

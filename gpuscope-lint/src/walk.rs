@@ -13,6 +13,19 @@ use syn::visit::{self, Visit};
 use syn::{Attribute, Block, Expr, FnArg, Pat, ReceiverKind, Stmt, Type};
 
 use crate::attrs::levels_of;
+
+/// Methods that give access to a place inside their receiver (its elements, its `Some`).
+const PLACE_METHODS: &[&str] = &[
+    "as_mut",
+    "as_deref_mut",
+    "iter_mut",
+    "values_mut",
+    "get_mut",
+    "first_mut",
+    "last_mut",
+    "unwrap",
+    "expect",
+];
 use crate::check::{Loop, LoopBody};
 use crate::context::{Cx, FnState, LoopFrame, NoGrad, Sink, span_range};
 use crate::fn_facts::{FnFacts, trains, trains_expr};
@@ -228,10 +241,55 @@ impl<'i> Walker<'i> {
 
     fn bind(&mut self, name: String, value: Value) {
         self.cx.f.aliases.retain(|(alias, _)| *alias != name);
+        self.cx.f.param_places.retain(|(alias, _)| *alias != name);
         if let Some(frame) = self.cx.f.loops.last_mut() {
             frame.names.insert(name.clone());
         }
         self.cx.env.bind(name, value);
+    }
+
+    /// Notes the names `pat` binds as places inside a `&mut` parameter when `init` reaches
+    /// into one (`out.as_mut()`, `slots.iter_mut()`, `&mut slots[0]`), so that storing
+    /// through them stores into the caller's memory.
+    fn note_param_places(&mut self, pat: &Pat, init: &Expr) {
+        let Some(param) = self.param_place(init) else {
+            return;
+        };
+        pat_idents(pat, &mut |ident| {
+            self.cx
+                .f
+                .param_places
+                .push((ident.to_string(), param.clone()));
+        });
+    }
+
+    /// The `&mut` parameter whose contents `e` reaches through `&mut`, indexing, fields,
+    /// `?` and the accessors of [`PLACE_METHODS`], if any.
+    fn param_place(&self, mut e: &Expr) -> Option<String> {
+        loop {
+            e = match e {
+                Expr::Paren(p) => &p.expr,
+                Expr::Group(g) => &g.expr,
+                Expr::Reference(r) if r.mutability.is_some() => &r.expr,
+                Expr::Unary(syn::ExprUnary {
+                    op: syn::UnOp::Deref(_),
+                    expr,
+                    ..
+                }) => expr,
+                Expr::Try(t) => &t.expr,
+                Expr::Index(i) => &i.expr,
+                Expr::Field(f) => &f.base,
+                Expr::MethodCall(m) if PLACE_METHODS.iter().any(|p| m.method == p) => &m.receiver,
+                Expr::Path(p) => {
+                    let name = p.path.get_ident()?.to_string();
+                    let param = self.cx.f.params.contains(&name)
+                        && name != "self"
+                        && self.cx.env.binding(&name).is_some_and(|b| b.mutable);
+                    return param.then_some(name);
+                }
+                _ => return None,
+            };
+        }
     }
 
     /// Walks a loop: its pattern bound to `element` (`inputs`: the patterns of a
@@ -411,6 +469,9 @@ impl<'ast> Visit<'ast> for Walker<'_> {
             }
         }
         self.bind_pat(&local.pat, None, init.map(|i| &*i.expr));
+        if let Some(init) = init {
+            self.note_param_places(&local.pat, &init.expr);
+        }
         // `let mut guard = CACHE.lock().unwrap();`: `guard` now refers into the static.
         let pat = match &local.pat {
             Pat::Type(t) => &*t.pat,
@@ -437,6 +498,7 @@ impl<'ast> Visit<'ast> for Walker<'_> {
         self.visit_expr(&e.expr);
         let value = element_of(self.cx.env.infer(&e.expr));
         self.bind_pat_value(&e.pat, None, None, value);
+        self.note_param_places(&e.pat, &e.expr);
     }
 
     fn visit_arm(&mut self, arm: &'ast syn::Arm) {
@@ -465,7 +527,10 @@ impl<'ast> Visit<'ast> for Walker<'_> {
             Some((&e.pat, element)),
             &[],
             LoopBody::Block(&e.body),
-            |w| w.visit_block(&e.body),
+            |w| {
+                w.note_param_places(&e.pat, &e.expr);
+                w.visit_block(&e.body);
+            },
         );
     }
 

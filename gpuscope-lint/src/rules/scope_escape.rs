@@ -26,8 +26,10 @@ an op, or a clone of one) stored into a container that outlives the scope: pushe
 inserted (`push`, `push_back`, `insert`, `extend`, `append`, `set`, a map's
 `entry(k).or_insert` and `or_insert_with`) into a `&mut` argument
 (`history: &mut Vec<Tensor>`) or a field of `self` (`self.cache.push(t)`), or assigned to
-one (`self.last = Some(t)`, `*out = t`). Statics are `static_escape`'s. A tensor handed to
-`gpuscope::keep(&t)` in the function does not fire.
+one (`self.last = Some(t)`, `*out = t`), also through a place inside such an argument
+(`if let Some(t) = out.as_mut() { *t = .. }`, `for s in slots.iter_mut() { *s = .. }`).
+Statics are `static_escape`'s. A tensor handed to `gpuscope::keep(&t)` in the function does
+not fire.
 
 ### Why is this bad
 The scope tracks every tensor the function makes and reports, at exit, those still alive
@@ -159,6 +161,15 @@ fn outliving_container(target: &Expr, assign: bool, cx: &Cx<'_>) -> Option<Strin
     if ident == "self" {
         // `self.cache.push(t)`, `self.last = t`: a field of the receiver.
         return through_place.then(|| show(strip(target)));
+    }
+    if let Some((_, param)) =
+        cx.f.param_places
+            .iter()
+            .rev()
+            .find(|(alias, _)| *alias == name)
+    {
+        // `*t = ..` where `t` refers into a `&mut` parameter (`out.as_mut()`).
+        return (through_place || !assign).then(|| param.clone());
     }
     if !cx.f.params.contains(&name) || !binding.mutable {
         return None;
@@ -329,6 +340,40 @@ fn fill(x: &Tensor, m: &mut HashMap<u32, Tensor>, all: &mut Vec<Tensor>, dev: &D
         assert_eq!(hits(RULE, src), [(6, 5), (7, 5), (9, 5)]);
         let first = &findings(RULE, src)[0];
         assert!(first.message.contains("stored in `m`"), "{}", first.message);
+    }
+
+    #[test]
+    fn fires_through_places_inside_mut_parameters() {
+        let src = r#"
+use gpuscope::{Tensor, TensorError, gpu_scope};
+#[gpu_scope]
+fn fill(x: &Tensor, out: &mut Option<Tensor>, slots: &mut [Tensor], all: &mut Vec<Vec<Tensor>>) -> Result<(), TensorError> {
+    if let Some(t) = out.as_mut() {
+        *t = x.relu()?;
+    }
+    for s in slots.iter_mut() {
+        *s = x.relu()?;
+    }
+    let last = all.last_mut().unwrap();
+    last.push(x.relu()?);
+    let mut local = vec![x.relu()?];
+    for l in local.iter_mut() {
+        *l = x.relu()?;
+    }
+    if let Some(t) = out.as_mut() {
+        let t = x.relu()?;
+        drop(t);
+    }
+    Ok(())
+}
+"#;
+        assert_eq!(hits(RULE, src), [(6, 9), (9, 9), (12, 5)]);
+        let first = &findings(RULE, src)[0];
+        assert!(
+            first.message.contains("stored in `out`"),
+            "{}",
+            first.message
+        );
     }
 
     #[test]
