@@ -13,6 +13,16 @@ use syn::visit::{self, Visit};
 use syn::{Attribute, Block, Expr, FnArg, Pat, ReceiverKind, Stmt, Type};
 
 use crate::attrs::levels_of;
+use crate::check::{Loop, LoopBody};
+use crate::context::{Cx, FnState, LoopFrame, NoGrad, Sink, span_range};
+use crate::fn_facts::{FnFacts, trains, trains_expr};
+use crate::infer::{Env, FileIndex, Types, Value};
+use crate::rules::CHECKS;
+use crate::syntax::{
+    callee_name, callee_path, chain_root, expr_attrs, has_attr, ident_in, is_guard, pat_idents,
+    strip,
+};
+use crate::{Finding, FnContext, Levels, UNKNOWN_RULE};
 
 /// Methods that give access to a place inside their receiver (its elements, its `Some`).
 const PLACE_METHODS: &[&str] = &[
@@ -26,16 +36,6 @@ const PLACE_METHODS: &[&str] = &[
     "unwrap",
     "expect",
 ];
-use crate::check::{Loop, LoopBody};
-use crate::context::{Cx, FnState, LoopFrame, NoGrad, Sink, span_range};
-use crate::fn_facts::{FnFacts, trains, trains_expr};
-use crate::infer::{Env, FileIndex, Types, Value};
-use crate::rules::CHECKS;
-use crate::syntax::{
-    callee_name, callee_path, chain_root, expr_attrs, has_attr, ident_in, is_guard, pat_idents,
-    strip,
-};
-use crate::{Finding, FnContext, Levels, UNKNOWN_RULE};
 
 /// Expressions nested deeper than this are not walked.
 pub(crate) const MAX_DEPTH: usize = 2_000;
