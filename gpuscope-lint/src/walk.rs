@@ -263,8 +263,8 @@ impl<'i> Walker<'i> {
         });
     }
 
-    /// The `&mut` parameter whose contents `e` reaches through `&mut`, indexing, fields,
-    /// `?` and the accessors of [`PLACE_METHODS`], if any.
+    /// The `&mut` parameter (`&mut self` included) whose contents `e` reaches through
+    /// `&mut`, indexing, fields, `?` and the accessors of [`PLACE_METHODS`], if any.
     fn param_place(&self, mut e: &Expr) -> Option<String> {
         loop {
             e = match e {
@@ -283,7 +283,6 @@ impl<'i> Walker<'i> {
                 Expr::Path(p) => {
                     let name = p.path.get_ident()?.to_string();
                     let param = self.cx.f.params.contains(&name)
-                        && name != "self"
                         && self.cx.env.binding(&name).is_some_and(|b| b.mutable);
                     return param.then_some(name);
                 }

@@ -27,7 +27,7 @@ inserted (`push`, `push_back`, `insert`, `extend`, `append`, `set`, a map's
 `entry(k).or_insert` and `or_insert_with`) into a `&mut` argument
 (`history: &mut Vec<Tensor>`) or a field of `self` (`self.cache.push(t)`), or assigned to
 one (`self.last = Some(t)`, `*out = t`), also through a place inside such an argument
-(`if let Some(t) = out.as_mut() { *t = .. }`, `for s in slots.iter_mut() { *s = .. }`).
+(`if let Some(t) = out.as_mut() { *t = .. }`, `for s in self.slots.iter_mut() { *s = .. }`).
 Statics are `static_escape`'s. A tensor handed to `gpuscope::keep(&t)` in the function does
 not fire.
 
@@ -374,6 +374,28 @@ fn fill(x: &Tensor, out: &mut Option<Tensor>, slots: &mut [Tensor], all: &mut Ve
             "{}",
             first.message
         );
+        // The same through `&mut self`'s fields; a `&self` method cannot store.
+        let methods = r#"
+use gpuscope::{Tensor, TensorError, gpu_scope};
+struct Model { items: Vec<Tensor> }
+impl Model {
+    #[gpu_scope]
+    fn refresh(&mut self, x: &Tensor) -> Result<(), TensorError> {
+        for t in self.items.iter_mut() {
+            *t = x.relu()?;
+        }
+        Ok(())
+    }
+    #[gpu_scope]
+    fn look(&self, x: &Tensor) -> Result<usize, TensorError> {
+        for t in self.items.iter() {
+            let _ = t.add(x)?;
+        }
+        Ok(self.items.len())
+    }
+}
+"#;
+        assert_eq!(hits(RULE, methods), [(8, 13)]);
     }
 
     #[test]
