@@ -5,12 +5,13 @@
 //! and calls every registered [`Check`](crate::check::Check) on every expression and loop.
 //!
 //! Nesting deeper than [`MAX_DEPTH`] expressions is not walked (no finding comes from
-//! there), so that the walk itself cannot overflow a thread's stack.
+//! there), so that the walk itself cannot overflow a thread's stack. `bind.rs` binds the
+//! names the walk meets (patterns, and the places inside `&mut` parameters they reach).
 
 use rustc_hash::FxHashSet;
 
 use syn::visit::{self, Visit};
-use syn::{Attribute, Block, Expr, FnArg, Pat, ReceiverKind, Stmt, Type};
+use syn::{Attribute, Block, Expr, FnArg, Pat, ReceiverKind, Stmt};
 
 use crate::attrs::levels_of;
 use crate::check::{Loop, LoopBody};
@@ -24,18 +25,7 @@ use crate::syntax::{
 };
 use crate::{Finding, FnContext, Levels, UNKNOWN_RULE};
 
-/// Methods that give access to a place inside their receiver (its elements, its `Some`).
-const PLACE_METHODS: &[&str] = &[
-    "as_mut",
-    "as_deref_mut",
-    "iter_mut",
-    "values_mut",
-    "get_mut",
-    "first_mut",
-    "last_mut",
-    "unwrap",
-    "expect",
-];
+mod bind;
 
 /// Expressions nested deeper than this are not walked.
 pub(crate) const MAX_DEPTH: usize = 2_000;
@@ -168,127 +158,6 @@ impl<'i> Walker<'i> {
             w.cx.env.leave_fn(saved_env);
             w.cx.f = saved_state;
         });
-    }
-
-    /// Binds the names of `pat`, with what a declared type or an initializer says; names
-    /// bound inside a loop body are recorded as that loop's. Tuple patterns are matched
-    /// element by element against tuple types and tuple initializers:
-    /// `let (mut sum, mut n) = (0.0, 0);`.
-    fn bind_pat(&mut self, pat: &Pat, ty: Option<&Type>, init: Option<&Expr>) {
-        let value = match (ty, init) {
-            (Some(ty), init) => {
-                let declared = self.cx.env.of_type(ty);
-                match init {
-                    Some(init) if declared.kind == crate::infer::Kind::Unknown => {
-                        self.cx.env.infer(init)
-                    }
-                    _ => declared,
-                }
-            }
-            (None, Some(init)) => self.cx.env.infer(init),
-            (None, None) => Value::UNKNOWN,
-        };
-        self.bind_pat_value(pat, ty, init, value);
-    }
-
-    fn bind_pat_value(&mut self, pat: &Pat, ty: Option<&Type>, init: Option<&Expr>, value: Value) {
-        match pat {
-            Pat::Type(t) => self.bind_pat(&t.pat, Some(&t.ty), init),
-            Pat::Ident(p) if p.subpat.is_none() => {
-                let mut value = value;
-                if p.by_ref.is_some() {
-                    value.borrowed = true;
-                }
-                self.bind(p.ident.to_string(), value);
-            }
-            Pat::Tuple(tuple) => {
-                let types = match ty {
-                    Some(Type::Tuple(t)) if t.elems.len() == tuple.elems.len() => Some(&t.elems),
-                    _ => None,
-                };
-                let inits = match init.map(strip) {
-                    Some(Expr::Tuple(t)) if t.elems.len() == tuple.elems.len() => Some(&t.elems),
-                    _ => None,
-                };
-                for (i, elem) in tuple.elems.iter().enumerate() {
-                    let (ty, init) = (types.map(|t| &t[i]), inits.map(|e| &e[i]));
-                    if ty.is_some() || init.is_some() {
-                        self.bind_pat(elem, ty, init);
-                    } else {
-                        let part = Value {
-                            fresh: false,
-                            name: None,
-                            ..value.clone()
-                        };
-                        self.bind_pat_value(elem, None, None, part);
-                    }
-                }
-            }
-            _ => {
-                let mut names = Vec::new();
-                pat_idents(pat, &mut |ident| names.push(ident.to_string()));
-                for name in names {
-                    let part = Value {
-                        fresh: false,
-                        name: None,
-                        ..value.clone()
-                    };
-                    self.bind(name, part);
-                }
-            }
-        }
-    }
-
-    fn bind(&mut self, name: String, value: Value) {
-        self.cx.f.aliases.retain(|(alias, _)| *alias != name);
-        self.cx.f.param_places.retain(|(alias, _)| *alias != name);
-        if let Some(frame) = self.cx.f.loops.last_mut() {
-            frame.names.insert(name.clone());
-        }
-        self.cx.env.bind(name, value);
-    }
-
-    /// Notes the names `pat` binds as places inside a `&mut` parameter when `init` reaches
-    /// into one (`out.as_mut()`, `slots.iter_mut()`, `&mut slots[0]`), so that storing
-    /// through them stores into the caller's memory.
-    fn note_param_places(&mut self, pat: &Pat, init: &Expr) {
-        let Some(param) = self.param_place(init) else {
-            return;
-        };
-        pat_idents(pat, &mut |ident| {
-            self.cx
-                .f
-                .param_places
-                .push((ident.to_string(), param.clone()));
-        });
-    }
-
-    /// The `&mut` parameter (`&mut self` included) whose contents `e` reaches through
-    /// `&mut`, indexing, fields, `?` and the accessors of [`PLACE_METHODS`], if any.
-    fn param_place(&self, mut e: &Expr) -> Option<String> {
-        loop {
-            e = match e {
-                Expr::Paren(p) => &p.expr,
-                Expr::Group(g) => &g.expr,
-                Expr::Reference(r) if r.mutability.is_some() => &r.expr,
-                Expr::Unary(syn::ExprUnary {
-                    op: syn::UnOp::Deref(_),
-                    expr,
-                    ..
-                }) => expr,
-                Expr::Try(t) => &t.expr,
-                Expr::Index(i) => &i.expr,
-                Expr::Field(f) => &f.base,
-                Expr::MethodCall(m) if PLACE_METHODS.iter().any(|p| m.method == p) => &m.receiver,
-                Expr::Path(p) => {
-                    let name = p.path.get_ident()?.to_string();
-                    let param = self.cx.f.params.contains(&name)
-                        && self.cx.env.binding(&name).is_some_and(|b| b.mutable);
-                    return param.then_some(name);
-                }
-                _ => return None,
-            };
-        }
     }
 
     /// Walks a loop: its pattern bound to `element` (`inputs`: the patterns of a
