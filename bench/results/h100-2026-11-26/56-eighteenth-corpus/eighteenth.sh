@@ -1,6 +1,2 @@
-set -uo pipefail
-source bench/device_bin.sh
-O=$OUT/eighteenth; mkdir -p $O
-bash bench/record_traces/corpus_run.sh workloads_eighteenth.py $bin/gpuscope $O 9 > $O/log.txt 2>&1
-echo "rc $?" >> $O/log.txt
-tar czf $OUT/eighteenth.tgz -C $OUT eighteenth
+# Recorded and compared with: (the same commands, now one script)
+bash bench/record_traces/corpus_call.sh eighteenth
