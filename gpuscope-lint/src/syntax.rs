@@ -321,6 +321,23 @@ pub(crate) fn has_attr(attrs: &[syn::Attribute], name: &str) -> bool {
         .any(|a| a.path().segments.last().is_some_and(|s| s.ident == name))
 }
 
+/// Whether a call's path (its segments' names, in order) wraps its argument, so that the
+/// value is what it wraps: `Some(t)`, `Ok(t)`, `Err(t)`, `Box::new(t)` and the other
+/// owning or sharing cells' `new`.
+pub(crate) fn is_wrapper_path(segments: &[String]) -> bool {
+    match segments {
+        [.., w] if matches!(w.as_str(), "Some" | "Ok" | "Err") => true,
+        [.., ty, f] => {
+            f == "new"
+                && matches!(
+                    ty.as_str(),
+                    "Box" | "Rc" | "Arc" | "Mutex" | "RwLock" | "RefCell" | "Cell" | "ManuallyDrop"
+                )
+        }
+        _ => false,
+    }
+}
+
 /// Short source-like text of `e` for messages: `self.total`, `loss.clone()`, `&x`,
 /// `criterion(..)`.
 pub(crate) fn show(e: &Expr) -> String {

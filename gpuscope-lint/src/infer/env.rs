@@ -14,7 +14,7 @@ use syn::{BinOp, Expr, Type};
 use super::names::{is_loss_fn_name, is_loss_name};
 use super::types::{Kind, SCALARS, Types};
 use super::value::{Graph, Value};
-use crate::syntax::callee_path;
+use crate::syntax::{callee_path, is_wrapper_path};
 
 /// Methods whose result is a host value whatever the receiver: sizes, shapes, flags,
 /// strings, numbers.
@@ -327,15 +327,7 @@ impl<'i> Env<'i> {
         };
         match segments.as_slice() {
             // Wrappers hold what they wrap.
-            [.., w] if matches!(w.as_str(), "Some" | "Ok" | "Err") => first(),
-            [.., ty, f]
-                if matches!(
-                    ty.as_str(),
-                    "Box" | "Rc" | "Arc" | "Mutex" | "RwLock" | "RefCell" | "Cell" | "ManuallyDrop"
-                ) && f == "new" =>
-            {
-                first()
-            }
+            s if is_wrapper_path(s) => first(),
             // Conversions to numbers and strings.
             [.., ty, _] if SCALARS.contains(&ty.as_str()) => Value::HOST,
             [.., ty, _] if matches!(ty.as_str(), "String" | "PathBuf" | "CString" | "Path") => {

@@ -6,7 +6,7 @@ use syn::Expr;
 use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
 use crate::infer::Kind;
-use crate::syntax::{chain_root, ident_of, show, strip};
+use crate::syntax::{chain_root, ident_of, is_wrapper_path, show, strip};
 use crate::{Level, Rule};
 
 pub(crate) const RULE: Rule = Rule {
@@ -197,31 +197,13 @@ fn wraps(call: &syn::ExprCall) -> bool {
     let Expr::Path(p) = strip(&call.func) else {
         return false;
     };
-    if call.args.len() != 1 {
-        return false;
-    }
-    let mut segments = p.path.segments.iter().rev();
-    let Some(last) = segments.next() else {
-        return false;
-    };
-    if ["Some", "Ok", "Err"].iter().any(|w| last.ident == w) {
-        return true;
-    }
-    last.ident == "new"
-        && segments.next().is_some_and(|ty| {
-            [
-                "Box",
-                "Rc",
-                "Arc",
-                "Mutex",
-                "RwLock",
-                "RefCell",
-                "Cell",
-                "ManuallyDrop",
-            ]
-            .iter()
-            .any(|w| ty.ident == w)
-        })
+    let segments: Vec<String> = p
+        .path
+        .segments
+        .iter()
+        .map(|s| s.ident.to_string())
+        .collect();
+    call.args.len() == 1 && is_wrapper_path(&segments)
 }
 
 /// `t` for `t.clone()`.
