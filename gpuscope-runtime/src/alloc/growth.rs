@@ -10,9 +10,15 @@ pub(super) const RUN_GROWTH_DIVISOR: usize = 16;
 /// No chunk is larger than 1/`CHUNK_DIVISOR` of the memory the allocator may use.
 pub(super) const CHUNK_DIVISOR: usize = 160;
 
+/// Once a growth would take the allocator's reserved memory past 1/`PRESSURE_DIVISOR` of
+/// the memory it may use, its chunks are single pages (`chunk_limit`).
+pub(super) const PRESSURE_DIVISOR: usize = 4;
+
 /// The largest chunk (one `cuMemCreate`) a growth maps where the allocator may use
-/// `capacity` bytes (the device's memory, or the cap): 1/[`CHUNK_DIVISOR`] of it in
-/// whole 20 MiB pages ([`LARGE_BUFFER`]), at least one page (500 MiB on an 80 GB device).
+/// `capacity` bytes (the device's memory, or the cap) and will reserve `reserved_after`
+/// bytes with the growth: 1/[`CHUNK_DIVISOR`] of the capacity in whole 20 MiB pages
+/// ([`LARGE_BUFFER`]), at least one page (500 MiB on an 80 GB device); a single page
+/// once `reserved_after` passes 1/[`PRESSURE_DIVISOR`] of the capacity.
 ///
 /// CUDA gives a physical allocation back only whole, so the memory of a chunk that
 /// still holds one live block stays reserved however much of it is free. When the
@@ -20,23 +26,38 @@ pub(super) const CHUNK_DIVISOR: usize = 160;
 /// and grows again (`memory`); with chunks as large as growths (a growth for a 2 GiB
 /// request is one 2 GiB chunk), holes that smaller requests later made in such a chunk
 /// stay out of reach, and a workload that PyTorch fits on the device runs out of memory.
-/// Replays of 95 traces of `tests/data/traces` (all it held then) with every request scaled
-/// until the replay fails (`bench/headroom.py`, on the simulated 80 GiB device) reach a
-/// peak of live memory of 0.73-0.998 of the device with one chunk per growth (median 0.93),
-/// and 0.91-0.998 with this limit (median 0.97); on the H100 the limit keeps gpuscope above
-/// or at PyTorch's default allocator on the 22 traces measured (BENCHMARKS.md, "Close to
-/// the device's memory"), but not on a held-out neural cellular automaton whose 567 MiB
-/// states leave holes in 500 MiB chunks (0.956 against 0.988; 0.9875 with 20 MiB chunks
-/// in the simulated replay: "A nineteenth corpus, held out"). The price is device
-/// allocations: a growth larger than the limit is several, so 119 of the 139 traces stay at
-/// most PyTorch's rather than 125. Placement and reserved memory do not change: the chunks
-/// of a growth are mapped side by side.
+/// Bounded chunks were not enough: held-out workloads whose blocks of hundreds of MiB
+/// leave holes in 500 MiB chunks (a neural cellular automaton's 567 MiB states, an
+/// Evoformer's pair tensors, a spiking network's membrane potentials, GradCache's
+/// chunks) fitted 0.88-0.96 of the H100 where PyTorch's expandable segments, which map
+/// 20 MiB pages and give free ones back, fitted 0.97-0.99. So the memory that can run
+/// out, everything past a quarter of the device, is mapped page by page as PyTorch's
+/// expandable segments map it, and the first quarter, where a workload's weights and
+/// optimizer state usually lie, in large chunks. Replays of the 147 traces of
+/// `tests/data/traces` with every request scaled until the replay fails
+/// (`bench/headroom.py`, on the simulated 80 GiB device) then reach a peak of live memory
+/// of 0.956-0.997 of the device, median 0.988 (0.884-0.997, median 0.972, with 500 MiB
+/// chunks throughout; higher on 126 traces, lower by at most 0.01 on two; BENCHMARKS.md,
+/// "Pages past a quarter of the device").
+/// The price is device allocations where a workload reserves more than a quarter of the
+/// device (one of the 147 traces at its own size reserves 35 GB: 877 rather than 145),
+/// which PyTorch's expandable segments pay everywhere. Placement and reserved memory do
+/// not change: the chunks of a growth are mapped side by side.
 ///
-/// `max_chunk_size_mb` in `GPUSCOPE_ALLOC_CONF` (`configured`) replaces 1/160 of the
-/// capacity: 20 gives memory back page by page, as PyTorch's expandable segments do.
-pub(super) fn chunk_limit(capacity: usize, configured: Option<usize>, page: usize) -> usize {
+/// `max_chunk_size_mb` in `GPUSCOPE_ALLOC_CONF` (`configured`) replaces both limits: 20
+/// gives memory back page by page from the start, as PyTorch's expandable segments do.
+pub(super) fn chunk_limit(
+    capacity: usize,
+    configured: Option<usize>,
+    page: usize,
+    reserved_after: usize,
+) -> usize {
     let quantum = LARGE_BUFFER.next_multiple_of(page);
-    let limit = configured.unwrap_or(capacity / CHUNK_DIVISOR);
+    let limit = match configured {
+        Some(limit) => limit,
+        None if reserved_after > capacity / PRESSURE_DIVISOR => quantum,
+        None => capacity / CHUNK_DIVISOR,
+    };
     (limit / quantum * quantum).max(quantum)
 }
 
@@ -131,19 +152,36 @@ mod tests {
     fn chunks_are_at_most_a_160th_of_the_device_in_whole_pages() {
         let page = 2 * MIB;
         // 80 GiB: 512 MiB, in whole 20 MiB pages.
-        assert_eq!(chunk_limit(80 << 30, None, page), 500 * MIB);
+        assert_eq!(chunk_limit(80 << 30, None, page, 0), 500 * MIB);
         // An H100's 79.6 GiB.
-        assert_eq!(chunk_limit(81_559 * MIB, None, page), 500 * MIB);
+        assert_eq!(chunk_limit(81_559 * MIB, None, page, 0), 500 * MIB);
         // A 24 GiB card: 153.6 MiB.
-        assert_eq!(chunk_limit(24 << 30, None, page), 140 * MIB);
+        assert_eq!(chunk_limit(24 << 30, None, page, 0), 140 * MIB);
         // Never less than one page.
-        assert_eq!(chunk_limit(1 << 30, None, page), LARGE_BUFFER);
-        assert_eq!(chunk_limit(0, None, page), LARGE_BUFFER);
-        assert_eq!(chunk_limit(1 << 30, None, 32 * MIB), 32 * MIB);
+        assert_eq!(chunk_limit(1 << 30, None, page, 0), LARGE_BUFFER);
+        assert_eq!(chunk_limit(0, None, page, 0), LARGE_BUFFER);
+        assert_eq!(chunk_limit(1 << 30, None, 32 * MIB, 0), 32 * MIB);
         // `max_chunk_size_mb`, in whole pages.
-        assert_eq!(chunk_limit(80 << 30, Some(20 * MIB), page), 20 * MIB);
-        assert_eq!(chunk_limit(80 << 30, Some(250 * MIB), page), 240 * MIB);
-        assert_eq!(chunk_limit(80 << 30, Some(2000 * MIB), page), 2000 * MIB);
+        assert_eq!(chunk_limit(80 << 30, Some(20 * MIB), page, 0), 20 * MIB);
+        assert_eq!(chunk_limit(80 << 30, Some(250 * MIB), page, 0), 240 * MIB);
+        assert_eq!(chunk_limit(80 << 30, Some(2000 * MIB), page, 0), 2000 * MIB);
+    }
+
+    #[test]
+    fn past_a_quarter_of_the_device_chunks_are_single_pages() {
+        let page = 2 * MIB;
+        assert_eq!(chunk_limit(80 << 30, None, page, 20 << 30), 500 * MIB);
+        assert_eq!(
+            chunk_limit(80 << 30, None, page, (20 << 30) + page),
+            LARGE_BUFFER
+        );
+        assert_eq!(chunk_limit(32 << 30, None, page, 9 << 30), LARGE_BUFFER);
+        assert_eq!(chunk_limit(1 << 30, None, 32 * MIB, 1 << 30), 32 * MIB);
+        // `max_chunk_size_mb` replaces both limits.
+        assert_eq!(
+            chunk_limit(80 << 30, Some(250 * MIB), page, 60 << 30),
+            240 * MIB
+        );
     }
 
     #[test]
@@ -185,19 +223,20 @@ mod tests {
         CachingAllocator::new(backend, config).unwrap()
     }
 
-    /// An 8 GiB growth, freed and cut into 100 MiB blocks of which one in ten stays
-    /// live (returned): 7.2 GiB cached in 900 MiB holes around them.
+    /// A 7 GiB growth (below a quarter of a 32 GiB device), freed and cut into 100 MiB
+    /// blocks of which one in ten stays live (returned): 6.3 GiB cached in 900 MiB holes
+    /// around them.
     fn holes_around_live_blocks(alloc: &CachingAllocator) -> Vec<RawBlock> {
         let s = StreamId::DEFAULT;
-        alloc.free(alloc.allocate(8 << 30, s).unwrap()).unwrap();
+        alloc.free(alloc.allocate(7 << 30, s).unwrap()).unwrap();
         let grown = alloc.stats().num_device_alloc;
-        let blocks: Vec<_> = (0..80)
+        let blocks: Vec<_> = (0..70)
             .map(|_| alloc.allocate(100 * MIB, s).unwrap())
             .collect();
         assert_eq!(
             alloc.stats().num_device_alloc,
             grown,
-            "the blocks fit in the 8 GiB"
+            "the blocks fit in the 7 GiB"
         );
         let mut kept = Vec::new();
         for (i, b) in blocks.into_iter().enumerate() {
@@ -212,20 +251,20 @@ mod tests {
 
     /// A large growth is mapped in chunks of at most 1/160 of the device, so when the
     /// device runs out, the memory freed inside it goes back chunk by chunk even though
-    /// live blocks are scattered through it. As one chunk, the 8 GiB would stay held
+    /// live blocks are scattered through it. As one chunk, the 7 GiB would stay held
     /// and the 26 GiB request would fail.
     #[test]
     fn under_pressure_memory_freed_inside_a_large_growth_goes_back() {
         let capacity = 32usize << 30;
         let alloc = sim_allocator_with(capacity, AllocConfig::default());
-        // 8 GiB in chunks of 200 MiB (32 GiB / 160 = 204.8 MiB, in whole 20 MiB pages).
-        assert_eq!(chunk_limit(capacity, None, 2 * MIB), 200 * MIB);
+        // 7 GiB in chunks of 200 MiB (32 GiB / 160 = 204.8 MiB, in whole 20 MiB pages).
+        assert_eq!(chunk_limit(capacity, None, 2 * MIB, 0), 200 * MIB);
         let kept = holes_around_live_blocks(&alloc);
         let st = alloc.stats();
-        assert_eq!(st.num_device_alloc, 41);
+        assert_eq!(st.num_device_alloc, 36);
         // Each chunk mapped on its own, all made accessible in one call.
-        assert_eq!((st.num_device_map, st.num_set_access), (41, 1));
-        // 24 GiB of the device is free, 7.2 GiB more is cached in 900 MiB holes: the
+        assert_eq!((st.num_device_map, st.num_set_access), (36, 1));
+        // 25 GiB of the device is free, 6.3 GiB more is cached in 900 MiB holes: the
         // request fits only with the whole chunks of those holes given back.
         let huge = alloc.allocate(26 << 30, StreamId::DEFAULT).unwrap();
         let st = alloc.stats();
@@ -237,16 +276,60 @@ mod tests {
         }
     }
 
+    /// Past a quarter of the device, growths are mapped page by page: memory freed in
+    /// holes smaller than the chunks below that line (here 60 MiB holes between 60 MiB
+    /// live blocks, where 200 MiB chunks would each hold a live block) goes back under
+    /// pressure, and a request that needs it fits. With one chunk limit throughout,
+    /// every chunk of the 16 GiB stays reserved and the request fails.
+    #[test]
+    fn past_a_quarter_memory_freed_in_small_holes_goes_back() {
+        let capacity = 32usize << 30;
+        let alloc = sim_allocator_with(capacity, AllocConfig::default());
+        let s = StreamId::DEFAULT;
+        // 6 GiB of weights, below the line: 200 MiB chunks.
+        let weights = alloc.allocate(6 << 30, s).unwrap();
+        assert_eq!(alloc.stats().num_device_alloc, 31);
+        // 16 GiB more, past the line: 20 MiB pages.
+        alloc.free(alloc.allocate(16 << 30, s).unwrap()).unwrap();
+        let pages = alloc.stats().num_device_alloc - 31;
+        assert!(
+            pages as usize >= (16 << 30) / LARGE_BUFFER,
+            "{pages} chunks"
+        );
+        let blocks: Vec<_> = (0..270)
+            .map(|_| alloc.allocate(60 * MIB, s).unwrap())
+            .collect();
+        let mut kept = Vec::new();
+        for (i, b) in blocks.into_iter().enumerate() {
+            if i % 2 == 0 {
+                kept.push(b);
+            } else {
+                alloc.free(b).unwrap();
+            }
+        }
+        // 10 GiB of the device is free and 8 GiB is cached in 60 MiB holes: 14 GiB fits
+        // only with the holes' pages given back.
+        let big = alloc.allocate(14 << 30, s).unwrap();
+        assert!(alloc.stats().num_device_free > 0);
+        assert!(alloc.stats().reserved_bytes.all.current as usize <= capacity);
+        alloc.check_invariants().unwrap();
+        alloc.free(big).unwrap();
+        for b in kept {
+            alloc.free(b).unwrap();
+        }
+        alloc.free(weights).unwrap();
+    }
+
     /// `empty_cache` gives back every whole chunk inside the free memory of a large
     /// growth, around the blocks still live in it: what stays reserved is at most the
-    /// two chunks each live block touches. As one chunk, all 8 GiB would stay.
+    /// two chunks each live block touches. As one chunk, all 7 GiB would stay.
     #[test]
     fn empty_cache_gives_back_the_chunks_around_live_blocks() {
         let alloc = sim_allocator_with(32 << 30, AllocConfig::default());
         // Chunks of 200 MiB: 1/160 of 32 GiB in whole 20 MiB pages.
         let chunk = 200 * MIB;
         let kept = holes_around_live_blocks(&alloc);
-        assert!(alloc.stats().reserved_bytes.all.current >= 8 << 30);
+        assert!(alloc.stats().reserved_bytes.all.current >= 7 << 30);
         alloc.empty_cache().unwrap();
         let after = alloc.stats().reserved_bytes.all.current as usize;
         assert!(

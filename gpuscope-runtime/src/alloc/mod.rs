@@ -41,7 +41,8 @@
 //!    growth, as while weights and optimizer state are built), each growth is at least
 //!    5/4 of the last, up to 1/16 of the arena, which keeps the number of device
 //!    allocations logarithmic in the pool's size. A growth larger than 1/160 of the
-//!    device is mapped in chunks of at most that, side by side (item 4).
+//!    device is mapped in chunks of at most that, side by side, and once the allocator
+//!    holds more than a quarter of the device, in single 20 MiB pages (item 4).
 //! 3. `free` merges with free neighbours and never gives memory back; a block used on
 //!    other streams (`record_stream`) returns to its pool once their work is done: the
 //!    next `allocate` asks each such stream once for all the frees since the last (an
@@ -49,7 +50,8 @@
 //!    allocations).
 //! 4. Memory goes back, as whole chunks inside free blocks (CUDA releases a physical
 //!    allocation only whole: bounded chunks keep what live blocks scattered through a
-//!    large growth hold back small), only on `empty_cache`, past a
+//!    large growth hold back small, and pages past a quarter of the device, where memory
+//!    runs out, keep it as small as PyTorch's expandable segments do), only on `empty_cache`, past a
 //!    `garbage_collection_threshold`, or when the device or the cap refuses a growth; then
 //!    memory that needs no wait goes first, memory behind an outstanding fence next,
 //!    memory that needs a stream synchronisation last. Memory of one stream reaches

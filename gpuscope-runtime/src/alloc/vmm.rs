@@ -12,10 +12,10 @@
 //!   and 2 MiB pages for the small one (the pages of PyTorch's expandable segments; while
 //!   nothing has been freed in a large arena since its last growth, at least 5/4 of that
 //!   growth, up to 1/16 of the arena); one `cuMemMap` and one `cuMemSetAccess` at the top.
-//!   A growth larger than 1/160 of the device is mapped in chunks of at most that
-//!   (`growth::chunk_limit`; a `cuMemCreate` and a `cuMemMap` each, one `cuMemSetAccess`
-//!   for all), so that under memory pressure the memory later freed inside it can go back
-//!   chunk by chunk. With shared pools, the arena grown is the one whose wilderness needs
+//!   A growth larger than 1/160 of the device is mapped in chunks of at most that, and
+//!   past a quarter of the device in single pages (`growth::chunk_limit`; a
+//!   `cuMemCreate` and a `cuMemMap` each, one `cuMemSetAccess` for all), so that under
+//!   memory pressure the memory later freed inside it can go back chunk by chunk. With shared pools, the arena grown is the one whose wilderness needs
 //!   the least, passing over any whose wilderness holds another stream's memory still in
 //!   use (a new arena if none is left): growing above it would leave that stream's free
 //!   top unable to grow for its own work.
@@ -111,10 +111,12 @@ impl AllocState {
             need
         };
         self.check_limit(size)?;
-        // In chunks of at most `largest`: memory freed later goes back under pressure
-        // chunk by chunk (`growth::chunk_limit`).
+        // In chunks of at most `largest` (single pages past a quarter of the device):
+        // memory freed later goes back under pressure chunk by chunk
+        // (`growth::chunk_limit`).
         let capacity = self.limit().unwrap_or(self.total_memory);
-        let largest = chunk_limit(capacity, self.config.max_chunk_size, page);
+        let reserved_after = self.reserved() + size;
+        let largest = chunk_limit(capacity, self.config.max_chunk_size, page, reserved_after);
         let (wild, size) = self.map_growth(arena, stream, size, need, largest)?;
         if pool == Pool::Large {
             self.arenas[arena as usize].growth_run = Some(size);
