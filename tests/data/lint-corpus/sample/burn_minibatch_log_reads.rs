@@ -1,5 +1,5 @@
 //! Missed-finding shape (`item_in_hot_loop`, off by default; `gpuscope.toml` here sets it to
-//! `warn` for this file), as in a PPO trainer on burn (2026-11-28): the losses come back in
+//! `warn` for this file), as in a PPO trainer on burn (2026-11-27): the losses come back in
 //! a struct from the crate's own `loss` module, so their type is not known in this file,
 //! and each minibatch of each epoch reads them with `to_data().to_vec::<f32>()` for a debug
 //! line, built before the log macro and so read whatever the log level. burn's `to_data()`
