@@ -50,8 +50,8 @@ pub(crate) struct FnState {
     /// Bindings that refer to a static's contents, with the static's name.
     pub(crate) aliases: Vec<(String, String)>,
     /// Bindings that refer into a `&mut` parameter's contents (`if let Some(t) =
-    /// out.as_mut()`, `for t in slots.iter_mut()`), with the parameter's name.
-    pub(crate) param_places: Vec<(String, String)>,
+    /// out.as_mut()`, `for t in slots.iter_mut()`, `let t = slot_of(out)`).
+    pub(crate) param_places: Vec<ParamPlace>,
     /// The function is a free `fn main`: outside its loops, what it stores or forgets lives
     /// no longer than its own locals.
     pub(crate) main: bool,
@@ -76,6 +76,18 @@ pub(crate) struct FnState {
     /// What the function moves back out of (or drops in) a binding: the whole (`None`) or
     /// fields.
     pub(crate) moved_out: FxHashMap<String, FxHashSet<Option<String>>>,
+}
+
+/// A binding that refers into a `&mut` parameter's contents.
+#[derive(Debug, Clone)]
+pub(crate) struct ParamPlace {
+    /// The binding's name.
+    pub(crate) alias: String,
+    /// The parameter's name (`self` included).
+    pub(crate) param: String,
+    /// It was given by a call of a function the file does not declare (`let t =
+    /// slot_of(out)`): only a store through `*alias` shows that it is a reference.
+    pub(crate) deref_only: bool,
 }
 
 /// The context of the expression a rule checks.

@@ -65,7 +65,9 @@ fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
   is an inner loop: enable the rule where step time matters.
 - A conversion is reported only when its argument is known to be a tensor (a parameter,
   `let` or field of a tensor type, or a tensor op's result); gpuscope's `to_vec` only with a turbofish (`to_vec::<f32>()`) or on a value
-  known to be a tensor, since slices have a `to_vec` too.
+  known to be a tensor, since slices have a `to_vec` too; burn's `to_data()` likewise, or where
+  its result is read with an element-typed getter (`x.to_data().to_vec::<f32>()`), which only
+  burn's `TensorData` has.
 "#;
 
 /// Reads whose name is also a method of ordinary types: reported only with a turbofish
@@ -109,6 +111,9 @@ impl Check for ItemInHotLoop {
             return conversion(call, e, cx, sink);
         }
         let Expr::MethodCall(call) = e else { return };
+        if let Some(read) = data_read_by_its_use(call, cx) {
+            return emit(read, sink);
+        }
         let method = call.method.to_string();
         if !cx.used().is_device_read(&method) || (method == "item" && !call.args.is_empty()) {
             return;
@@ -121,16 +126,46 @@ impl Check for ItemInHotLoop {
         {
             return;
         }
-        let value = show(&call.receiver);
-        let args = if call.args.is_empty() { "" } else { ".." };
-        sink.emit(
-            &RULE,
-            e,
-            format!("`{value}.{method}({args})` in an inner loop copies to the host and waits for the device on every iteration"),
-            format!("keep the values on the device (sum `.detach()`ed tensors) and call `.{method}({args})` once after the inner loop"),
-            None,
-        );
+        emit(call, sink);
     }
+}
+
+/// Reports the read `call` (a method call to the host) in an inner loop.
+fn emit(call: &syn::ExprMethodCall, sink: &mut Sink) {
+    let method = call.method.to_string();
+    let value = show(&call.receiver);
+    let args = if call.args.is_empty() { "" } else { ".." };
+    sink.emit(
+        &RULE,
+        call,
+        format!("`{value}.{method}({args})` in an inner loop copies to the host and waits for the device on every iteration"),
+        format!("keep the values on the device (sum `.detach()`ed tensors) and call `.{method}({args})` once after the inner loop"),
+        None,
+    );
+}
+
+/// burn's `TensorData` getters, generic over the element type: `x.to_data().to_vec::<f32>()`.
+const TENSOR_DATA_GETTERS: &[&str] = &["to_vec", "into_vec", "as_slice", "iter"];
+
+/// The `to_data()` in `x.to_data().to_vec::<f32>()` where `x`'s type is not known in the
+/// file (a field of a struct from another file): the element-typed getter on its result
+/// is burn's `TensorData`, so `x` is a tensor and `to_data()` its read.
+fn data_read_by_its_use<'a>(
+    call: &'a syn::ExprMethodCall,
+    cx: &Cx<'_>,
+) -> Option<&'a syn::ExprMethodCall> {
+    if call.turbofish.is_none() || !TENSOR_DATA_GETTERS.iter().any(|g| call.method == g) {
+        return None;
+    }
+    let Expr::MethodCall(inner) = &*call.receiver else {
+        return None;
+    };
+    let unknown = matches!(cx.value(&inner.receiver).kind, Kind::Host | Kind::Device);
+    (inner.method == "to_data"
+        && inner.args.is_empty()
+        && cx.used().is_device_read("to_data")
+        && !unknown)
+        .then_some(inner)
 }
 
 /// Host types a tensor converts into (tch's `TryFrom<&Tensor>` and `From<&Tensor>`).
@@ -294,6 +329,46 @@ fn f(epochs: usize, xs: &[Tensor], ns: &[i32]) {
         // candle's read is not a method of tch's tensors.
         let not_tch = tch.replace("double_value(&[])", "to_scalar::<f64>()");
         assert_eq!(hits(RULE, &not_tch), []);
+    }
+
+    #[test]
+    fn burn_to_data_of_a_field_of_unknown_type_is_a_read_by_its_typed_getter() {
+        // `parts` comes from another file: its fields' types are not known here, but
+        // `to_data().to_vec::<f32>()` is burn's `TensorData`, so `to_data()` reads a tensor.
+        let src = r#"
+use burn::tensor::Tensor;
+use crate::loss::compute_losses;
+fn f<B: Backend>(epochs: usize, batches: &[Batch], names: &Names) {
+    for _ in 0..epochs {
+        for b in batches {
+            let parts = compute_losses::<B>(b);
+            let a = parts.actor_loss.to_data().to_vec::<f32>().unwrap();
+            let v = parts.value_loss.to_data().iter::<f32>().next();
+            let n = names.to_data().to_vec();
+            let s = names.to_data().len();
+        }
+    }
+    let last = compute_losses::<B>(&batches[0]).actor_loss.to_data().to_vec::<f32>();
+}
+"#;
+        assert_eq!(hits(RULE, src), [(8, 21), (9, 21)]);
+        let found = crate::testing::findings(RULE, src);
+        assert!(
+            found[0]
+                .message
+                .starts_with("`parts.actor_loss.to_data()` in an inner loop"),
+            "{}",
+            found[0].message
+        );
+        // A tensor known as one is reported once, at its `to_data()`.
+        let typed = src.replace("parts.value_loss", "t").replace(
+            "let parts = compute_losses::<B>(b);",
+            "let parts = compute_losses::<B>(b); let t: Tensor<B, 1> = b.x();",
+        );
+        assert_eq!(hits(RULE, &typed), [(8, 21), (9, 21)]);
+        // Only burn's tensors give a `TensorData`.
+        let candle = src.replace("use burn::tensor::Tensor;", "use candle_core::Tensor;");
+        assert_eq!(hits(RULE, &candle), []);
     }
 
     #[test]

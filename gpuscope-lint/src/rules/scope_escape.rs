@@ -27,7 +27,9 @@ inserted (`push`, `push_back`, `insert`, `extend`, `append`, `set`, a map's
 `entry(k).or_insert` and `or_insert_with`) into a `&mut` argument
 (`history: &mut Vec<Tensor>`) or a field of `self` (`self.cache.push(t)`), or assigned to
 one (`self.last = Some(t)`, `*out = t`), also through a place inside such an argument
-(`if let Some(t) = out.as_mut() { *t = .. }`, `for s in self.slots.iter_mut() { *s = .. }`).
+(`if let Some(t) = out.as_mut() { *t = .. }`, `for s in self.slots.iter_mut() { *s = .. }`),
+including one a call returns (`let s = slot_for(out, i); *s = ..`, where the file declares
+`slot_for` to return a `&mut`, or does not declare it).
 Statics are `static_escape`'s. A tensor handed to `gpuscope::keep(&t)` in the function does
 not fire.
 
@@ -61,6 +63,8 @@ fn collect(dev: &Device, history: &mut Vec<Tensor>) -> Result<(), TensorError> {
   call is not.
 - Containers reached through other references (a `&mut` field of a local struct) are not
   followed.
+- A local that a function declared in another file returns from a `&mut` argument is
+  followed only for a store through `*` (`*s = t`): `s.push(t)` could be into a copy.
 "#;
 
 /// Methods that store their argument into their receiver (`or_insert` into the map of
@@ -162,14 +166,15 @@ fn outliving_container(target: &Expr, assign: bool, cx: &Cx<'_>) -> Option<Strin
         // `self.cache.push(t)`, `self.last = t`: a field of the receiver.
         return through_place.then(|| show(strip(target)));
     }
-    if let Some((_, param)) =
-        cx.f.param_places
-            .iter()
-            .rev()
-            .find(|(alias, _)| *alias == name)
-    {
-        // `*t = ..` where `t` refers into a `&mut` parameter (`out.as_mut()`).
-        return (through_place || !assign).then(|| param.clone());
+    if let Some(place) = cx.f.param_places.iter().rev().find(|p| p.alias == name) {
+        // `*t = ..` where `t` refers into a `&mut` parameter (`out.as_mut()`); where a call
+        // of an unknown function gave `t`, only `*t = ..` shows that it is a reference.
+        let stored = if place.deref_only {
+            assign && is_deref_of(target, root)
+        } else {
+            through_place || !assign
+        };
+        return stored.then(|| place.param.clone());
     }
     if !cx.f.params.contains(&name) || !binding.mutable {
         return None;
@@ -178,6 +183,12 @@ fn outliving_container(target: &Expr, assign: bool, cx: &Cx<'_>) -> Option<Strin
         return None;
     }
     Some(show(strip(target)))
+}
+
+/// Whether `target` is `*root`.
+fn is_deref_of(target: &Expr, root: &Expr) -> bool {
+    matches!(strip(target), Expr::Unary(syn::ExprUnary { op: syn::UnOp::Deref(_), expr, .. })
+        if std::ptr::eq(strip(expr), strip(root)))
 }
 
 /// The tensor in a stored value: `t` in `Some(t)`, `Ok(t)`, `Box::new(t)`, `[t]`, `t?`.
@@ -232,6 +243,53 @@ mod tests {
     use crate::testing::{findings, hits};
 
     const RULE: &str = "scope_escape";
+
+    #[test]
+    fn follows_a_local_that_a_call_returns_into_a_mut_parameter() {
+        let src = r#"
+use gpuscope::{Tensor, TensorError, gpu_scope};
+struct Slots { items: Vec<Tensor> }
+fn slot_of(slots: &mut Slots, i: usize) -> &mut Tensor { &mut slots.items[i] }
+fn count(slots: &mut Slots) -> usize { slots.items.len() }
+impl Slots {
+    fn slot_mut(&mut self, i: usize) -> Option<&mut Tensor> { self.items.get_mut(i) }
+    fn snapshot(&mut self) -> Vec<Tensor> { self.items.clone() }
+}
+#[gpu_scope]
+fn fill(x: &Tensor, slots: &mut Slots, out: &mut Vec<Tensor>) -> Result<(), TensorError> {
+    let t = slot_of(slots, 0);
+    *t = x.relu()?;
+    let u = helper::first(out)?;
+    *u = x.exp()?;
+    let w = slots.slot_mut(1).unwrap();
+    *w = x.abs()?;
+    let v = helper::rows(out);
+    v.push(x.sqrt()?);
+    let mut s = slots.snapshot();
+    s.push(x.neg()?);
+    let n = count(slots);
+    let b = Box::new(out);
+    Ok(())
+}
+"#;
+        assert_eq!(hits(RULE, src), [(13, 5), (15, 5), (17, 5)]);
+        let found = findings(RULE, src);
+        assert!(
+            found[0].message.ends_with(
+                "stored in `slots`, which outlives the scope: the scope reports it as leaked"
+            ),
+            "{}",
+            found[0].message
+        );
+        assert!(
+            found[1].message.contains("stored in `out`"),
+            "{}",
+            found[1].message
+        );
+        // Rebinding the local stores nothing into the parameter.
+        let rebound = src.replace("*t = x.relu()?;", "let t = x.relu()?;");
+        assert_eq!(hits(RULE, &rebound), [(15, 5), (17, 5)]);
+    }
 
     #[test]
     fn fires_on_tensors_stored_into_mut_arguments_and_self_fields() {

@@ -6,8 +6,9 @@
 use syn::{Expr, Pat, Type};
 
 use super::Walker;
+use crate::context::ParamPlace;
 use crate::infer::Value;
-use crate::syntax::{pat_idents, strip};
+use crate::syntax::{is_wrapper_path, pat_idents, strip};
 
 /// Methods that give access to a place inside their receiver (its elements, its `Some`).
 const PLACE_METHODS: &[&str] = &[
@@ -100,7 +101,7 @@ impl Walker<'_> {
 
     pub(super) fn bind(&mut self, name: String, value: Value) {
         self.cx.f.aliases.retain(|(alias, _)| *alias != name);
-        self.cx.f.param_places.retain(|(alias, _)| *alias != name);
+        self.cx.f.param_places.retain(|p| p.alias != name);
         if let Some(frame) = self.cx.f.loops.last_mut() {
             frame.names.insert(name.clone());
         }
@@ -108,23 +109,26 @@ impl Walker<'_> {
     }
 
     /// Notes the names `pat` binds as places inside a `&mut` parameter when `init` reaches
-    /// into one (`out.as_mut()`, `slots.iter_mut()`, `&mut slots[0]`), so that storing
-    /// through them stores into the caller's memory.
+    /// into one (`out.as_mut()`, `slots.iter_mut()`, `&mut slots[0]`, `slot_of(out)`), so
+    /// that storing through them stores into the caller's memory.
     pub(super) fn note_param_places(&mut self, pat: &Pat, init: &Expr) {
-        let Some(param) = self.param_place(init) else {
+        let Some((param, deref_only)) = self.param_place(init) else {
             return;
         };
         pat_idents(pat, &mut |ident| {
-            self.cx
-                .f
-                .param_places
-                .push((ident.to_string(), param.clone()));
+            self.cx.f.param_places.push(ParamPlace {
+                alias: ident.to_string(),
+                param: param.clone(),
+                deref_only,
+            });
         });
     }
 
     /// The `&mut` parameter (`&mut self` included) whose contents `e` reaches through
-    /// `&mut`, indexing, fields, `?` and the accessors of [`PLACE_METHODS`], if any.
-    fn param_place(&self, mut e: &Expr) -> Option<String> {
+    /// `&mut`, indexing, fields, `?`, the accessors of [`PLACE_METHODS`] and calls that
+    /// return a reference into an argument, if any; and whether only a store through `*`
+    /// shows the place is one (a call of a function the file does not declare).
+    fn param_place(&self, mut e: &Expr) -> Option<(String, bool)> {
         loop {
             e = match e {
                 Expr::Paren(p) => &p.expr,
@@ -139,14 +143,67 @@ impl Walker<'_> {
                 Expr::Index(i) => &i.expr,
                 Expr::Field(f) => &f.base,
                 Expr::MethodCall(m) if PLACE_METHODS.iter().any(|p| m.method == p) => &m.receiver,
+                // `self.slot_mut(i)` where the file declares `slot_mut` to return `&mut`.
+                Expr::MethodCall(m)
+                    if self.call_gives_place(&m.method.to_string()) == Some(false) =>
+                {
+                    &m.receiver
+                }
+                // `slot_of(out)`: a reference into the argument it borrows from.
+                Expr::Call(call) => {
+                    let Expr::Path(f) = strip(&call.func) else {
+                        return None;
+                    };
+                    let segments: Vec<String> = f
+                        .path
+                        .segments
+                        .iter()
+                        .map(|s| s.ident.to_string())
+                        .collect();
+                    if is_wrapper_path(&segments) {
+                        return None;
+                    }
+                    let unknown = self.call_gives_place(segments.last()?)?;
+                    let (param, inner) = call.args.iter().find_map(|a| self.param_place(a))?;
+                    return Some((param, unknown || inner));
+                }
                 Expr::Path(p) => {
                     let name = p.path.get_ident()?.to_string();
                     let param = self.cx.f.params.contains(&name)
                         && self.cx.env.binding(&name).is_some_and(|b| b.mutable);
-                    return param.then_some(name);
+                    return param.then_some((name, false));
                 }
                 _ => return None,
             };
         }
+    }
+
+    /// Whether a call of the function or method `name` can return a place inside its
+    /// argument: `Some(false)` where the file declares it to return a `&mut` (alone or in
+    /// an `Option` or `Result`), `Some(true)` where the file does not declare it (then only
+    /// a store through `*` tells), `None` where it declares another return type.
+    fn call_gives_place(&self, name: &str) -> Option<bool> {
+        match self.cx.index().returns.get(name) {
+            Some(Some(ty)) => mut_ref_in(ty).then_some(false),
+            Some(None) => None,
+            None => Some(true),
+        }
+    }
+}
+
+/// Whether `ty` is a `&mut`, or an `Option`, `Result` or other generic type over one.
+fn mut_ref_in(ty: &Type) -> bool {
+    match ty {
+        Type::Reference(r) => r.mutability.is_some(),
+        Type::Paren(p) => mut_ref_in(&p.elem),
+        Type::Group(g) => mut_ref_in(&g.elem),
+        Type::Path(p) => p.path.segments.last().is_some_and(|s| match &s.arguments {
+            syn::PathArguments::AngleBracketed(a) => a.args.iter().any(|arg| match arg {
+                syn::GenericArgument::Type(t) => mut_ref_in(t),
+                _ => false,
+            }),
+            _ => false,
+        }),
+        _ => false,
     }
 }
