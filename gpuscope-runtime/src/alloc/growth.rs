@@ -10,15 +10,12 @@ pub(super) const RUN_GROWTH_DIVISOR: usize = 16;
 /// No chunk is larger than 1/`CHUNK_DIVISOR` of the memory the allocator may use.
 pub(super) const CHUNK_DIVISOR: usize = 160;
 
-/// Once a growth would take the allocator's reserved memory past 1/`PRESSURE_DIVISOR` of
-/// the memory it may use, its chunks are single pages (`chunk_limit`).
-pub(super) const PRESSURE_DIVISOR: usize = 4;
-
 /// The largest chunk (one `cuMemCreate`) a growth maps where the allocator may use
 /// `capacity` bytes (the device's memory, or the cap) and will reserve `reserved_after`
 /// bytes with the growth: 1/[`CHUNK_DIVISOR`] of the capacity in whole 20 MiB pages
 /// ([`LARGE_BUFFER`]), at least one page (500 MiB on an 80 GB device); a single page
-/// once `reserved_after` passes 1/[`PRESSURE_DIVISOR`] of the capacity.
+/// once `reserved_after` passes the fraction `page_threshold` of the capacity
+/// (`page_chunk_threshold` in `GPUSCOPE_ALLOC_CONF`, by default a quarter).
 ///
 /// CUDA gives a physical allocation back only whole, so the memory of a chunk that
 /// still holds one live block stays reserved however much of it is free. When the
@@ -51,11 +48,12 @@ pub(super) fn chunk_limit(
     configured: Option<usize>,
     page: usize,
     reserved_after: usize,
+    page_threshold: f64,
 ) -> usize {
     let quantum = LARGE_BUFFER.next_multiple_of(page);
     let limit = match configured {
         Some(limit) => limit,
-        None if reserved_after > capacity / PRESSURE_DIVISOR => quantum,
+        None if reserved_after as f64 > capacity as f64 * page_threshold => quantum,
         None => capacity / CHUNK_DIVISOR,
     };
     (limit / quantum * quantum).max(quantum)
@@ -152,36 +150,58 @@ mod tests {
     fn chunks_are_at_most_a_160th_of_the_device_in_whole_pages() {
         let page = 2 * MIB;
         // 80 GiB: 512 MiB, in whole 20 MiB pages.
-        assert_eq!(chunk_limit(80 << 30, None, page, 0), 500 * MIB);
+        assert_eq!(chunk_limit(80 << 30, None, page, 0, 0.25), 500 * MIB);
         // An H100's 79.6 GiB.
-        assert_eq!(chunk_limit(81_559 * MIB, None, page, 0), 500 * MIB);
+        assert_eq!(chunk_limit(81_559 * MIB, None, page, 0, 0.25), 500 * MIB);
         // A 24 GiB card: 153.6 MiB.
-        assert_eq!(chunk_limit(24 << 30, None, page, 0), 140 * MIB);
+        assert_eq!(chunk_limit(24 << 30, None, page, 0, 0.25), 140 * MIB);
         // Never less than one page.
-        assert_eq!(chunk_limit(1 << 30, None, page, 0), LARGE_BUFFER);
-        assert_eq!(chunk_limit(0, None, page, 0), LARGE_BUFFER);
-        assert_eq!(chunk_limit(1 << 30, None, 32 * MIB, 0), 32 * MIB);
+        assert_eq!(chunk_limit(1 << 30, None, page, 0, 0.25), LARGE_BUFFER);
+        assert_eq!(chunk_limit(0, None, page, 0, 0.25), LARGE_BUFFER);
+        assert_eq!(chunk_limit(1 << 30, None, 32 * MIB, 0, 0.25), 32 * MIB);
         // `max_chunk_size_mb`, in whole pages.
-        assert_eq!(chunk_limit(80 << 30, Some(20 * MIB), page, 0), 20 * MIB);
-        assert_eq!(chunk_limit(80 << 30, Some(250 * MIB), page, 0), 240 * MIB);
-        assert_eq!(chunk_limit(80 << 30, Some(2000 * MIB), page, 0), 2000 * MIB);
+        assert_eq!(
+            chunk_limit(80 << 30, Some(20 * MIB), page, 0, 0.25),
+            20 * MIB
+        );
+        assert_eq!(
+            chunk_limit(80 << 30, Some(250 * MIB), page, 0, 0.25),
+            240 * MIB
+        );
+        assert_eq!(
+            chunk_limit(80 << 30, Some(2000 * MIB), page, 0, 0.25),
+            2000 * MIB
+        );
     }
 
     #[test]
     fn past_a_quarter_of_the_device_chunks_are_single_pages() {
         let page = 2 * MIB;
-        assert_eq!(chunk_limit(80 << 30, None, page, 20 << 30), 500 * MIB);
+        assert_eq!(chunk_limit(80 << 30, None, page, 20 << 30, 0.25), 500 * MIB);
         assert_eq!(
-            chunk_limit(80 << 30, None, page, (20 << 30) + page),
+            chunk_limit(80 << 30, None, page, (20 << 30) + page, 0.25),
             LARGE_BUFFER
         );
-        assert_eq!(chunk_limit(32 << 30, None, page, 9 << 30), LARGE_BUFFER);
-        assert_eq!(chunk_limit(1 << 30, None, 32 * MIB, 1 << 30), 32 * MIB);
+        assert_eq!(
+            chunk_limit(32 << 30, None, page, 9 << 30, 0.25),
+            LARGE_BUFFER
+        );
+        assert_eq!(
+            chunk_limit(1 << 30, None, 32 * MIB, 1 << 30, 0.25),
+            32 * MIB
+        );
         // `max_chunk_size_mb` replaces both limits.
         assert_eq!(
-            chunk_limit(80 << 30, Some(250 * MIB), page, 60 << 30),
+            chunk_limit(80 << 30, Some(250 * MIB), page, 60 << 30, 0.25),
             240 * MIB
         );
+        // `page_chunk_threshold` moves the line; at 1 there is none.
+        assert_eq!(chunk_limit(80 << 30, None, page, 30 << 30, 0.5), 500 * MIB);
+        assert_eq!(
+            chunk_limit(80 << 30, None, page, 41 << 30, 0.5),
+            LARGE_BUFFER
+        );
+        assert_eq!(chunk_limit(80 << 30, None, page, 80 << 30, 1.0), 500 * MIB);
     }
 
     #[test]
@@ -258,7 +278,7 @@ mod tests {
         let capacity = 32usize << 30;
         let alloc = sim_allocator_with(capacity, AllocConfig::default());
         // 7 GiB in chunks of 200 MiB (32 GiB / 160 = 204.8 MiB, in whole 20 MiB pages).
-        assert_eq!(chunk_limit(capacity, None, 2 * MIB, 0), 200 * MIB);
+        assert_eq!(chunk_limit(capacity, None, 2 * MIB, 0, 0.25), 200 * MIB);
         let kept = holes_around_live_blocks(&alloc);
         let st = alloc.stats();
         assert_eq!(st.num_device_alloc, 36);
@@ -318,6 +338,21 @@ mod tests {
             alloc.free(b).unwrap();
         }
         alloc.free(weights).unwrap();
+    }
+
+    /// `page_chunk_threshold:1` keeps the chunks of 1/160 of the device however much is
+    /// reserved: 16 GiB on a 32 GiB device is 82 chunks of at most 200 MiB, not 820 pages.
+    #[test]
+    fn page_chunk_threshold_one_keeps_large_chunks() {
+        let config = "page_chunk_threshold:1".parse().unwrap();
+        let alloc = sim_allocator_with(32 << 30, config);
+        let b = alloc.allocate(16 << 30, StreamId::DEFAULT).unwrap();
+        assert_eq!(alloc.stats().num_device_alloc, 82);
+        alloc.free(b).unwrap();
+        let paged = sim_allocator_with(32 << 30, AllocConfig::default());
+        let b = paged.allocate(16 << 30, StreamId::DEFAULT).unwrap();
+        assert_eq!(paged.stats().num_device_alloc, 820);
+        paged.free(b).unwrap();
     }
 
     /// `empty_cache` gives back every whole chunk inside the free memory of a large

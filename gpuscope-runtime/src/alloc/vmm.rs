@@ -116,7 +116,13 @@ impl AllocState {
         // (`growth::chunk_limit`).
         let capacity = self.limit().unwrap_or(self.total_memory);
         let reserved_after = self.reserved() + size;
-        let largest = chunk_limit(capacity, self.config.max_chunk_size, page, reserved_after);
+        let largest = chunk_limit(
+            capacity,
+            self.config.max_chunk_size,
+            page,
+            reserved_after,
+            self.config.page_chunk_threshold,
+        );
         let (wild, size) = self.map_growth(arena, stream, size, need, largest)?;
         if pool == Pool::Large {
             self.arenas[arena as usize].growth_run = Some(size);

@@ -12,7 +12,8 @@
 //! | `fence_interval_us` | integer ≥ 0 | 1000 | record a stream fence (at scope exit, [`record_fence`](super::CachingAllocator::record_fence)) at most once per this many microseconds per stream; 0: every time one is asked for (each costs an event record and query on CUDA, a few microseconds) |
 //! | `per_process_memory_fraction` | 0 < f ≤ 1 | 1 | cap reserved memory at this fraction of the device's capacity |
 //! | `memory_limit_mb` | integer | none | cap reserved memory at this many MiB |
-//! | `max_chunk_size_mb` | integer ≥ 20 | 1/160 of the device (or cap) | with `expandable_segments`, the largest physical allocation one growth makes, in whole 20 MiB pages; a larger growth is several, side by side. Memory goes back to the device only as whole chunks, so smaller chunks let more of it go when the device runs out (20: page by page, as PyTorch's expandable segments, at one device allocation per page) |
+//! | `max_chunk_size_mb` | integer ≥ 20 | 1/160 of the device (or cap) | with `expandable_segments`, the largest physical allocation one growth makes, in whole 20 MiB pages; a larger growth is several, side by side. Memory goes back to the device only as whole chunks, so smaller chunks let more of it go when the device runs out (20: page by page, as PyTorch's expandable segments, at one device allocation per page). Replaces `page_chunk_threshold` |
+//! | `page_chunk_threshold` | 0 ≤ t ≤ 1 | 0.25 | with `expandable_segments`, once a growth would take reserved memory past this fraction of the device (or cap), it is mapped in single 20 MiB pages, so that memory freed between live blocks goes back page by page when the device runs out (a workload fits closer to the device's memory, at one device allocation per page past the line: about 57 µs each on an H100, once); 1: never |
 //!
 //! An unknown key, a repeated key or a bad value is an error that names the key and
 //! says what is accepted; nothing is silently ignored.
@@ -46,6 +47,10 @@ pub const ROUNDUP_INTERVALS: usize = 16;
 /// while memory freed more than a millisecond before a reclaim is still covered.
 pub const DEFAULT_FENCE_INTERVAL_US: u64 = 1000;
 
+/// Default `page_chunk_threshold`: growths past a quarter of the device are single pages
+/// (`growth::chunk_limit` says why a quarter).
+pub const DEFAULT_PAGE_CHUNK_THRESHOLD: f64 = 0.25;
+
 /// The keys [`AllocConfig`] accepts.
 pub const KNOWN_KEYS: &[&str] = &[
     "max_split_size_mb",
@@ -58,6 +63,7 @@ pub const KNOWN_KEYS: &[&str] = &[
     "per_process_memory_fraction",
     "memory_limit_mb",
     "max_chunk_size_mb",
+    "page_chunk_threshold",
 ];
 
 /// The caching allocator's settings. See the [module documentation](self) for the keys.
@@ -86,6 +92,9 @@ pub struct AllocConfig {
     /// With virtual memory, the largest physical chunk one growth creates, in bytes
     /// (rounded down to whole 20 MiB pages); `None`: 1/160 of the device or the cap.
     pub max_chunk_size: Option<usize>,
+    /// With virtual memory, the fraction of the device (or cap) past which growths are
+    /// mapped in single 20 MiB pages (1: never).
+    pub page_chunk_threshold: f64,
 }
 
 impl Default for AllocConfig {
@@ -101,6 +110,7 @@ impl Default for AllocConfig {
             per_process_memory_fraction: 1.0,
             memory_limit: None,
             max_chunk_size: None,
+            page_chunk_threshold: DEFAULT_PAGE_CHUNK_THRESHOLD,
         }
     }
 }
@@ -169,6 +179,12 @@ impl fmt::Display for AllocConfig {
         }
         if let Some(c) = self.max_chunk_size {
             parts.push(format!("max_chunk_size_mb:{}", c >> 20));
+        }
+        if self.page_chunk_threshold != DEFAULT_PAGE_CHUNK_THRESHOLD {
+            parts.push(format!(
+                "page_chunk_threshold:{}",
+                self.page_chunk_threshold
+            ));
         }
         f.write_str(&parts.join(","))
     }
@@ -270,6 +286,9 @@ mod tests {
         let e = err("max_chunk_size_mb:4");
         assert!(e.message.contains("at least 20"), "{e}");
         assert!(e.help.contains("max_chunk_size_mb:20"), "{e}");
+        let e = err("page_chunk_threshold:1.5");
+        assert!(e.message.contains("between 0 and 1"), "{e}");
+        assert!(e.help.contains("page_chunk_threshold:1"), "{e}");
         let e = err("max_chunk_size:64");
         assert!(e.help.contains("did you mean `max_chunk_size_mb`"), "{e}");
         // A word left out.
@@ -286,9 +305,10 @@ mod tests {
     fn display_round_trips() {
         let c: AllocConfig = "max_split_size_mb:64,garbage_collection_threshold:0.5,\
             roundup_power2_divisions:[2:2,>:4],memory_limit_mb:7,fence_interval_us:250,\
-            share_across_streams:True,max_chunk_size_mb:100"
+            share_across_streams:True,max_chunk_size_mb:100,page_chunk_threshold:0.5"
             .parse()
             .unwrap();
+        assert_eq!(c.page_chunk_threshold, 0.5);
         assert_eq!(c.fence_interval_us, 250);
         assert_eq!(c.max_chunk_size, Some(100 << 20));
         assert!(c.share_across_streams);

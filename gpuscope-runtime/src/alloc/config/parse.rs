@@ -213,6 +213,18 @@ fn apply(config: &mut AllocConfig, key: &str, value: &str) -> Result<(), ItemErr
             }
             config.max_chunk_size = Some(mb.saturating_mul(1 << 20));
         }
+        "page_chunk_threshold" => {
+            let t = parse_float(key, value)?;
+            if !(0.0..=1.0).contains(&t) {
+                return Err((
+                    format!("`{key}` must be between 0 and 1, got {value}"),
+                    format!(
+                        "e.g. `{key}:0.5` maps growths past half the device page by page; `{key}:1` never does"
+                    ),
+                ));
+            }
+            config.page_chunk_threshold = t;
+        }
         _ => return Err(unknown_key(key)),
     }
     Ok(())
