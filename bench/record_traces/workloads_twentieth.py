@@ -29,20 +29,16 @@ from workloads import DEV
 from workloads_thirteenth import CUDA, _amp, _generator
 # The fourteenth corpus's helpers: an integer in a closed range; fp16 on the GPU.
 from workloads_fourteenth import _half, _randint
+# The eleventh corpus's pre-norm block (its layers, in the same order).
+from workloads_eleventh import PackedBlock
 
 
 # ------------------------------------------------------------- Sophia, Hessian diag
 
-class _MathBlock(nn.Module):
-    """A pre-norm causal transformer block whose attention is written out (softmax of
-    q k^T), which, unlike the fused kernels, can be differentiated twice."""
-
-    def __init__(self, d, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+class _MathBlock(PackedBlock):
+    """A pre-norm causal transformer block (the eleventh corpus's layers) whose attention
+    is written out (softmax of q k^T), which, unlike the fused kernels, can be
+    differentiated twice."""
 
     def forward(self, x):
         b, t, d = x.shape

@@ -128,7 +128,7 @@ pub fn is_allow_attr(attr: &Attribute) -> bool {
 /// Whether `path` names the `allow` attribute: `gpuscope::lints::allow`, `lints::allow`,
 /// `::gpuscope::lints::allow` or `gpuscope_macros::allow`.
 pub fn is_allow_path(path: &syn::Path) -> bool {
-    let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+    let segments = crate::syntax::path_names(path);
     matches!(
         segments
             .iter()

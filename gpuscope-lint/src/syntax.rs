@@ -85,6 +85,11 @@ pub(crate) fn ident_of(e: &Expr) -> Option<&Ident> {
     }
 }
 
+/// The names of `path`'s segments (`std::mem::forget` is `["std", "mem", "forget"]`).
+pub(crate) fn path_names(path: &syn::Path) -> Vec<String> {
+    path.segments.iter().map(|s| s.ident.to_string()).collect()
+}
+
 /// Whether `path`'s last segments are `suffix` (`std::mem::forget` ends with `["mem", "forget"]`).
 pub(crate) fn path_ends_with(path: &syn::Path, suffix: &[&str]) -> bool {
     let n = path.segments.len();
@@ -401,13 +406,7 @@ fn write_expr(out: &mut String, e: &Expr) {
             out.push('?');
         }
         Expr::Struct(st) => {
-            let names: Vec<String> = st
-                .path
-                .segments
-                .iter()
-                .map(|s| s.ident.to_string())
-                .collect();
-            out.push_str(&names.join("::"));
+            out.push_str(&path_names(&st.path).join("::"));
             out.push_str(" { .. }");
         }
         Expr::Await(a) => {
@@ -449,13 +448,7 @@ fn write_expr(out: &mut String, e: &Expr) {
             out.push_str(" as ");
             match &*c.ty {
                 Type::Path(p) if p.qself.is_none() => {
-                    let names: Vec<String> = p
-                        .path
-                        .segments
-                        .iter()
-                        .map(|s| s.ident.to_string())
-                        .collect();
-                    out.push_str(&names.join("::"));
+                    out.push_str(&path_names(&p.path).join("::"));
                 }
                 ty => out.push_str(&quote::ToTokens::to_token_stream(ty).to_string()),
             }

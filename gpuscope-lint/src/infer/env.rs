@@ -14,7 +14,7 @@ use syn::{BinOp, Expr, Type};
 use super::names::{is_loss_fn_name, is_loss_name};
 use super::types::{Kind, SCALARS, Types};
 use super::value::{Graph, Value};
-use crate::syntax::{callee_path, is_wrapper_path};
+use crate::syntax::{callee_path, is_wrapper_path, path_names};
 
 /// Methods whose result is a host value whatever the receiver: sizes, shapes, flags,
 /// strings, numbers.
@@ -309,7 +309,7 @@ impl<'i> Env<'i> {
         let Some(path) = callee_path(call) else {
             return Value::UNKNOWN;
         };
-        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        let segments = path_names(path);
         // A call of a closure bound in this function: what its body returns.
         if let [name] = segments.as_slice() {
             if let Some((_, value)) = self.closures.iter().rev().find(|(c, _)| c == name) {

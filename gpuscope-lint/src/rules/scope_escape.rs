@@ -6,7 +6,7 @@ use syn::Expr;
 use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
 use crate::infer::Kind;
-use crate::syntax::{chain_root, ident_of, is_wrapper_path, show, strip};
+use crate::syntax::{chain_root, ident_of, is_wrapper_path, path_names, show, strip};
 use crate::{Level, Rule};
 
 pub(crate) const RULE: Rule = Rule {
@@ -208,13 +208,7 @@ fn wraps(call: &syn::ExprCall) -> bool {
     let Expr::Path(p) = strip(&call.func) else {
         return false;
     };
-    let segments: Vec<String> = p
-        .path
-        .segments
-        .iter()
-        .map(|s| s.ident.to_string())
-        .collect();
-    call.args.len() == 1 && is_wrapper_path(&segments)
+    call.args.len() == 1 && is_wrapper_path(&path_names(&p.path))
 }
 
 /// `t` for `t.clone()`.

@@ -8,7 +8,7 @@ use syn::{Expr, Pat, Type};
 use super::Walker;
 use crate::context::ParamPlace;
 use crate::infer::Value;
-use crate::syntax::{is_wrapper_path, pat_idents, strip};
+use crate::syntax::{is_wrapper_path, pat_idents, path_names, strip};
 
 /// Methods that give access to a place inside their receiver (its elements, its `Some`).
 const PLACE_METHODS: &[&str] = &[
@@ -154,12 +154,7 @@ impl Walker<'_> {
                     let Expr::Path(f) = strip(&call.func) else {
                         return None;
                     };
-                    let segments: Vec<String> = f
-                        .path
-                        .segments
-                        .iter()
-                        .map(|s| s.ident.to_string())
-                        .collect();
+                    let segments = path_names(&f.path);
                     if is_wrapper_path(&segments) {
                         return None;
                     }

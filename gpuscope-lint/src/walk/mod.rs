@@ -21,7 +21,7 @@ use crate::infer::{Env, FileIndex, Types, Value};
 use crate::rules::CHECKS;
 use crate::syntax::{
     callee_name, callee_path, chain_root, expr_attrs, has_attr, ident_in, is_guard, pat_idents,
-    strip,
+    path_names, strip,
 };
 use crate::{Finding, FnContext, Levels, UNKNOWN_RULE};
 
@@ -232,10 +232,7 @@ impl<'i> Walker<'i> {
         let Expr::Call(call) = e else {
             return false;
         };
-        callee_path(call).is_some_and(|p| {
-            let segments: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
-            self.cx.used().is_no_grad_guard(&segments)
-        })
+        callee_path(call).is_some_and(|p| self.cx.used().is_no_grad_guard(&path_names(p)))
     }
 }
 
