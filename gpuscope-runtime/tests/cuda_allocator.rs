@@ -227,6 +227,60 @@ fn empty_cache_releases_the_chunks_between_live_blocks_and_keeps_their_data() {
     assert_eq!(alloc.stats().reserved_bytes.all.current, 0);
 }
 
+/// Past `page_chunk_threshold` (a quarter of the device by default; 0 here, so that a
+/// test reaches it) a growth is mapped in single 20 MiB pages made accessible in one
+/// `cuMemSetAccess`, and `empty_cache` gives back the three pages of a freed 60 MiB block
+/// between two live ones, which keep their data.
+#[test]
+fn pages_past_the_threshold_go_back_one_by_one_and_live_blocks_keep_their_data() {
+    let Some(dev) = cuda() else { return };
+    let config: AllocConfig = "page_chunk_threshold:0".parse().unwrap();
+    let alloc = CachingAllocator::new(dev.clone(), config).unwrap();
+    let s = StreamId::DEFAULT;
+    let page = 20usize << 20;
+    alloc.free(alloc.allocate(9 * page, s).unwrap()).unwrap();
+    assert_eq!(alloc.snapshot()[0].chunks, vec![page; 9]);
+    let st = alloc.stats();
+    assert_eq!(
+        (st.num_device_alloc, st.num_device_map, st.num_set_access),
+        (9, 9, 1)
+    );
+    let mut blocks: Vec<_> = (0..3)
+        .map(|_| alloc.allocate(3 * page, s).unwrap())
+        .collect();
+    assert_eq!(
+        alloc.stats().num_device_alloc,
+        9,
+        "the blocks fit the growth"
+    );
+    for (k, b) in blocks.iter().enumerate() {
+        write_pattern(&dev, b, s, 229 - k);
+    }
+    alloc.free(blocks.remove(1)).unwrap();
+    alloc.empty_cache().unwrap();
+    let st = alloc.stats();
+    assert_eq!(
+        (st.num_device_unmap, st.num_device_free),
+        (3, 3),
+        "the middle block's three pages went back"
+    );
+    assert_eq!(st.reserved_bytes.all.current as usize, 6 * page);
+    assert!(
+        holds_pattern(&dev, &blocks[0], s, 229),
+        "the first block kept its data"
+    );
+    assert!(
+        holds_pattern(&dev, &blocks[1], s, 227),
+        "the last block kept its data"
+    );
+    alloc.check_invariants().unwrap();
+    for b in blocks {
+        alloc.free(b).unwrap();
+    }
+    alloc.empty_cache().unwrap();
+    assert_eq!(alloc.stats().reserved_bytes.all.current, 0);
+}
+
 /// Held by the replays: the one that writes its blocks keeps the default stream busy,
 /// which the other's warm passes must not see (its `record_stream` frees would wait for
 /// events and the passes grow).

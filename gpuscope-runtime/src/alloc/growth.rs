@@ -355,6 +355,32 @@ mod tests {
         paged.free(b).unwrap();
     }
 
+    /// With `page_chunk_threshold:0` every growth is single pages: `empty_cache` gives
+    /// back exactly the three pages of a freed 60 MiB block between two live ones (the
+    /// same on the GPU: `tests/cuda_allocator.rs`).
+    #[test]
+    fn pages_of_a_freed_block_between_live_ones_go_back() {
+        let alloc = sim_allocator_with(80 << 30, "page_chunk_threshold:0".parse().unwrap());
+        let s = StreamId::DEFAULT;
+        alloc
+            .free(alloc.allocate(9 * LARGE_BUFFER, s).unwrap())
+            .unwrap();
+        assert_eq!(alloc.snapshot()[0].chunks, vec![LARGE_BUFFER; 9]);
+        let mut blocks: Vec<_> = (0..3)
+            .map(|_| alloc.allocate(3 * LARGE_BUFFER, s).unwrap())
+            .collect();
+        assert_eq!(alloc.stats().num_device_alloc, 9);
+        alloc.free(blocks.remove(1)).unwrap();
+        alloc.empty_cache().unwrap();
+        let st = alloc.stats();
+        assert_eq!((st.num_device_unmap, st.num_device_free), (3, 3));
+        assert_eq!(st.reserved_bytes.all.current as usize, 6 * LARGE_BUFFER);
+        alloc.check_invariants().unwrap();
+        for b in blocks {
+            alloc.free(b).unwrap();
+        }
+    }
+
     /// `empty_cache` gives back every whole chunk inside the free memory of a large
     /// growth, around the blocks still live in it: what stays reserved is at most the
     /// two chunks each live block touches. As one chunk, all 7 GiB would stay.
