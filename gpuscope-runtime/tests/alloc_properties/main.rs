@@ -109,6 +109,8 @@ test_backend_properties! {
     virtual_small_cap: vmm = true, conf = "memory_limit_mb:96", capacity = None;
     virtual_garbage_collection_with_capacity: vmm = true, conf = "garbage_collection_threshold:0.8", capacity = Some(320 << 20);
     virtual_large_chunks_with_capacity: vmm = true, conf = "max_chunk_size_mb:100", capacity = Some(320 << 20);
+    virtual_pages_from_the_start: vmm = true, conf = "page_chunk_threshold:0", capacity = Some(320 << 20);
+    virtual_no_pages_with_capacity: vmm = true, conf = "page_chunk_threshold:1", capacity = Some(320 << 20);
     virtual_everything_with_capacity: vmm = true, conf = "max_split_size_mb:24,roundup_power2_divisions:[256:1,>:4],garbage_collection_threshold:0.6", capacity = Some(448 << 20);
     shared_default: vmm = true, conf = "share_across_streams:True", capacity = None;
     shared_small_cap: vmm = true, conf = "share_across_streams:True,memory_limit_mb:96", capacity = None;
