@@ -9,7 +9,7 @@
 //! - peak reserved memory stays within 3% of what PyTorch reserved when the trace was
 //!   recorded (the JSON beside each trace), and device allocations at most PyTorch's
 //!   (but on the held-out traces listed and pinned below);
-//! - every trace, its requests scaled until its peak of live memory is 90% of the
+//! - every trace, its requests scaled until its peak of live memory is 95% of the
 //!   device, still replays (memory freed inside large growths goes back under pressure).
 
 use std::sync::Arc;

@@ -179,7 +179,7 @@ impl fmt::Display for OutOfMemory {
             if self.expandable {
                 write!(
                     f,
-                    "try GPUSCOPE_ALLOC_CONF=max_chunk_size_mb:20 (memory freed inside large growths then goes back page by page) or roundup_power2_divisions:4 (fewer distinct sizes)"
+                    "try GPUSCOPE_ALLOC_CONF=page_chunk_threshold:0 (every growth in 20 MiB pages, not only those past a quarter of the device, so that memory freed between live blocks goes back page by page) or roundup_power2_divisions:4 (fewer distinct sizes)"
                 )?;
             } else {
                 write!(
@@ -224,7 +224,7 @@ mod tests {
         let gib = 1usize << 30;
         let vm = report(true, 74 * gib, 68 * gib);
         assert!(vm.contains("6.00 GiB is held free in pieces"), "{vm}");
-        assert!(vm.contains("max_chunk_size_mb:20"), "{vm}");
+        assert!(vm.contains("page_chunk_threshold:0"), "{vm}");
         let plain = report(false, 74 * gib, 68 * gib);
         assert!(plain.contains("expandable_segments:True"), "{plain}");
         // 1 GiB held free and 6 on the device: not enough for 8 GiB in any layout.
