@@ -124,6 +124,75 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     unsafe { vm.free_address(va, pages * page)? };
+
+    // 3. A 2 GiB growth as the allocator maps it: one chunk, 500 MiB chunks, or 20 MiB
+    // pages (past `page_chunk_threshold`), each created and mapped, then one
+    // `cuMemSetAccess`; and the pages' `cuMemCreate`s from four threads at once.
+    let growth = 1024 * page;
+    for (label, piece) in [
+        ("2 GiB growth, one chunk", growth),
+        ("2 GiB growth, 500 MiB chunks", 250 * page),
+        ("2 GiB growth, 20 MiB pages", 10 * page),
+    ] {
+        let va = vm.reserve_address(growth)?;
+        let t = Instant::now();
+        let mut made = Vec::new();
+        let mut at = 0;
+        while at < growth {
+            let size = piece.min(growth - at);
+            made.push((vm.create_chunk(size)?, size));
+            at += size;
+        }
+        let created = t.elapsed().as_secs_f64() * 1e6;
+        let t = Instant::now();
+        let mut at = 0;
+        for &(c, size) in &made {
+            unsafe { vm.map(va.offset(at), size, c)? };
+            at += size;
+        }
+        let mapped = t.elapsed().as_secs_f64() * 1e6;
+        let t = Instant::now();
+        unsafe { vm.set_access(va, growth)? };
+        let access = t.elapsed().as_secs_f64() * 1e6;
+        println!(
+            "{label:<40} create {created:>9.1} us, map {mapped:>8.1} us, access {access:>8.1} us ({} chunks)",
+            made.len()
+        );
+        let mut at = 0;
+        for (c, size) in made {
+            unsafe {
+                vm.unmap(va.offset(at), size)?;
+                vm.release_chunk(c, size)?;
+            }
+            at += size;
+        }
+        unsafe { vm.free_address(va, growth)? };
+    }
+    let t = Instant::now();
+    let made: Vec<_> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|_| {
+                scope.spawn(|| {
+                    (0..25)
+                        .map(|_| vm.create_chunk(10 * page))
+                        .collect::<Result<Vec<_>, _>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|w| w.join().expect("a creating thread panicked"))
+            .collect::<Result<Vec<_>, _>>()
+    })?;
+    println!(
+        "{:<40} create {:>9.1} us",
+        "2 GiB of 20 MiB pages from four threads",
+        t.elapsed().as_secs_f64() * 1e6
+    );
+    for c in made.into_iter().flatten() {
+        unsafe { vm.release_chunk(c, 10 * page)? };
+    }
+
     let s = dev.create_stream()?;
     time("cuStreamSynchronize (idle stream)", 10000, &mut |_| {
         Ok(dev.synchronize_stream(s)?)
