@@ -36,10 +36,13 @@ pub(super) const CHUNK_DIVISOR: usize = 160;
 /// of 0.956-0.997 of the device, median 0.988 (0.884-0.997, median 0.972, with 500 MiB
 /// chunks throughout; higher on 126 traces, lower by at most 0.01 on two; BENCHMARKS.md,
 /// "Pages past a quarter of the device").
-/// The price is device allocations where a workload reserves more than a quarter of the
-/// device (one of the 147 traces at its own size reserves 35 GB: 877 rather than 145),
-/// which PyTorch's expandable segments pay everywhere. Placement and reserved memory do
-/// not change: the chunks of a growth are mapped side by side.
+/// The price is device allocations and first-pass time where a workload reserves more
+/// than a quarter of the device, which PyTorch's expandable segments pay everywhere: about
+/// 60 µs a page on an H100, most of it `cuMemSetAccess`, whose cost grows with the number
+/// of physical allocations in the range (one of the 147 traces at its own size reserves
+/// 35 GB: 877 device allocations rather than 145, and a first pass 2.6x PyTorch default's
+/// rather than 0.49x). Placement and reserved memory do not change: the chunks of a growth
+/// are mapped side by side.
 ///
 /// `max_chunk_size_mb` in `GPUSCOPE_ALLOC_CONF` (`configured`) replaces both limits: 20
 /// gives memory back page by page from the start, as PyTorch's expandable segments do.
