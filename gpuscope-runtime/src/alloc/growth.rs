@@ -81,10 +81,10 @@ pub(super) fn chunk_limit(
 /// it leaves unused at the top is what the next requests (the first step's activations)
 /// take before the arena grows again.
 ///
-/// Device allocations stay at most PyTorch's on 119 of the 139 traces of
+/// Device allocations stay at most PyTorch's on 127 of the 147 traces of
 /// `tests/data/traces` (`trace_invariants.rs` lists the others), reserved memory at most
-/// the lower of PyTorch's two modes on 121 (BENCHMARKS.md, "PyTorch's pages", the twelfth
-/// to nineteenth corpora and "All 127 traces on one H100").
+/// the lower of PyTorch's two modes on 129 (BENCHMARKS.md, "PyTorch's pages", the twelfth
+/// to twentieth corpora and "All 127 traces on one H100").
 pub(super) fn growth_size(
     pool: Pool,
     short: usize,
