@@ -146,6 +146,22 @@ impl Used {
         self.frameworks.is_empty()
     }
 
+    /// Whether `path` names the CPU device of a library the file uses (any, where it names
+    /// none): candle's and tch's `Device::Cpu`, however qualified, or one of tch's
+    /// `(Kind, Device::Cpu)` constants (`FLOAT_CPU`, `INT64_CPU`, ..).
+    pub(crate) fn names_cpu_device(&self, path: &syn::Path) -> bool {
+        let uses = |lib: &str| self.is_empty() || self.iter().any(|f| f.name == lib);
+        match crate::syntax::path_names(path).as_slice() {
+            [.., ty, variant] if ty == "Device" && variant == "Cpu" => {
+                uses("candle") || uses("tch")
+            }
+            [.., name] if name.ends_with("_CPU") => {
+                name.chars().all(|c| c.is_ascii_uppercase() || c == '_') && uses("tch")
+            }
+            _ => false,
+        }
+    }
+
     /// The tables that apply: the libraries used, or every library when none is named.
     fn tables(&self) -> Box<dyn Iterator<Item = &'static Framework> + '_> {
         if self.is_empty() {

@@ -12,6 +12,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use syn::{BinOp, Expr, Type};
 
 use super::names::{is_loss_fn_name, is_loss_name};
+use super::placement::{CPU_DEVICE, binary_on_cpu, made_on_cpu, method_on_cpu};
 use super::types::{Kind, SCALARS, Types};
 use super::value::{Graph, Value};
 use crate::syntax::{callee_path, is_wrapper_path, path_names};
@@ -241,17 +242,22 @@ impl<'i> Env<'i> {
     }
 
     fn all<'e>(&self, exprs: impl Iterator<Item = &'e Expr>) -> Value {
+        let parts: Vec<Value> = exprs.map(|e| self.infer(e).owned()).collect();
         let mut out = Value::HOST;
-        for e in exprs {
-            out = out.join(&self.infer(e).owned());
+        for part in &parts {
+            out = out.join(part);
         }
         out.borrowed = false;
+        out.on_cpu = made_on_cpu(&parts);
         out
     }
 
     fn path(&self, p: &syn::ExprPath) -> Value {
         if p.qself.is_some() {
             return Value::UNKNOWN;
+        }
+        if self.types.index().used.names_cpu_device(&p.path) {
+            return CPU_DEVICE;
         }
         if is_empty_constructor(&p.path) {
             // `get_or_init(Default::default)`, `unwrap_or_else(Vec::new)`.
@@ -350,22 +356,32 @@ impl<'i> Env<'i> {
                     } else {
                         Graph::Unknown
                     },
+                    on_cpu: args().on_cpu,
                     ..Value::FRESH_TENSOR
                 }
             }
             [.., name] if is_loss_fn_name(name) => Value::loss(),
+            [name] if self.types.index().cpu_device_fns.contains(name) => CPU_DEVICE,
             [name] => match self.types.index().returns.get(name) {
                 Some(Some(ty)) => {
                     let value = self.of_type(ty);
                     Value {
                         fresh: value.kind == Kind::Device && !value.borrowed,
+                        on_cpu: args().on_cpu,
                         ..value
                     }
                 }
                 Some(None) => Value::HOST,
-                None => Value::UNKNOWN,
+                None => Value {
+                    on_cpu: args().on_cpu,
+                    ..Value::UNKNOWN
+                },
             },
-            _ => Value::UNKNOWN,
+            // A call given the CPU device or tensors there makes its result there.
+            _ => Value {
+                on_cpu: args().on_cpu,
+                ..Value::UNKNOWN
+            },
         }
     }
 
@@ -417,6 +433,7 @@ impl<'i> Env<'i> {
             return Value::loss();
         }
         let args = self.all(m.args.iter());
+        let on_cpu = method_on_cpu(&name, &receiver, &args);
         match receiver.kind {
             // An op on a tensor makes a tensor.
             Kind::Device => Value {
@@ -426,6 +443,7 @@ impl<'i> Env<'i> {
                     _ => Graph::Unknown,
                 },
                 fresh: true,
+                on_cpu,
                 ..Value::UNKNOWN
             },
             Kind::Host if args.kind == Kind::Host => Value::HOST,
@@ -435,6 +453,7 @@ impl<'i> Env<'i> {
                 } else {
                     Graph::Unknown
                 },
+                on_cpu,
                 ..Value::UNKNOWN
             },
         }
@@ -458,6 +477,7 @@ impl<'i> Env<'i> {
                     kind,
                     graph: l.graph.join(r.graph),
                     fresh: kind == Kind::Device,
+                    on_cpu: binary_on_cpu(&l, &r),
                     ..Value::UNKNOWN
                 }
             }

@@ -52,6 +52,8 @@ pub(crate) struct FileIndex {
     /// (`ManuallyDrop::take(&mut self.f)`, `ManuallyDrop::drop(..)`, `ManuallyDrop::into_inner(..)`):
     /// a `ManuallyDrop` stored in that field is the type's destructor's to release.
     pub(crate) drop_released: FxHashSet<(String, String)>,
+    /// Functions whose body is the CPU device (`fn device() -> Device { Device::Cpu }`).
+    pub(crate) cpu_device_fns: FxHashSet<String>,
 }
 
 impl FileIndex {
@@ -143,6 +145,15 @@ impl FileIndex {
         }
     }
 
+    /// Notes `name` as a function returning the CPU device when `block` is only that.
+    fn add_cpu_device_fn(&mut self, name: &syn::Ident, block: &Block) {
+        if let [syn::Stmt::Expr(syn::Expr::Path(p), None)] = block.stmts.as_slice() {
+            if p.qself.is_none() && self.used.names_cpu_device(&p.path) {
+                self.cpu_device_fns.insert(name.to_string());
+            }
+        }
+    }
+
     fn add_adt<'a>(&mut self, name: String, fields: impl Iterator<Item = &'a syn::Field>) {
         let adt = Adt {
             fields: fields
@@ -183,11 +194,13 @@ impl<'ast> Visit<'ast> for FileIndex {
 
     fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
         self.add_return(item.sig.ident.to_string(), &item.sig.output);
+        self.add_cpu_device_fn(&item.sig.ident, &item.block);
         visit::visit_item_fn(self, item);
     }
 
     fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
         self.add_return(item.sig.ident.to_string(), &item.sig.output);
+        self.add_cpu_device_fn(&item.sig.ident, &item.block);
         visit::visit_impl_item_fn(self, item);
     }
 

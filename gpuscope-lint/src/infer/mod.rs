@@ -6,15 +6,18 @@
 //! - `value.rs`: [`Value`] and [`Graph`], what is known of a value and how two join;
 //! - `env.rs`: [`Env`], the bindings of a function (closures bound to a name with what
 //!   their calls return) and the inference of an expression's value;
-//! - `names.rs`: what identifiers say (loss names), the weakest evidence.
+//! - `names.rs`: what identifiers say (loss names), the weakest evidence;
+//! - `placement.rs`: whether a value is known to be on the CPU.
 
 mod env;
 mod file_index;
 mod names;
+mod placement;
 mod types;
 mod value;
 
 pub(crate) use env::Env;
 pub(crate) use file_index::FileIndex;
+pub(crate) use placement::MOVES;
 pub(crate) use types::{Kind, Types};
 pub(crate) use value::{Graph, Value};

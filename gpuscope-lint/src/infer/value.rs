@@ -1,6 +1,7 @@
 //! What is known of a value ([`Value`]): whether it holds device memory ([`Kind`]),
 //! whether it carries a loss's autograd graph ([`Graph`]), whether this function made it
-//! (`fresh`), whether it is a borrow. [`Env`](super::Env) infers it for expressions.
+//! (`fresh`), whether it is a borrow, whether it is on the CPU (`on_cpu`).
+//! [`Env`](super::Env) infers it for expressions.
 
 use super::types::{Kind, TypeInfo};
 
@@ -41,6 +42,10 @@ pub(crate) struct Value {
     /// An empty container or a default value (`Vec::new()`, `Default::default`, `None`):
     /// storing it stores nothing.
     pub(crate) empty: bool,
+    /// Known to be on the CPU: a tensor made there (`Tensor::new(.., &Device::Cpu)`) or
+    /// computed from such tensors, or (a host value) the CPU device itself. Reading it
+    /// waits for no device. See `placement.rs`.
+    pub(crate) on_cpu: bool,
 }
 
 impl Value {
@@ -52,6 +57,7 @@ impl Value {
         mutable: false,
         name: None,
         empty: false,
+        on_cpu: false,
     };
 
     /// A host value: a number, a string, a `Vec<f32>`.
@@ -82,6 +88,7 @@ impl Value {
             mutable: info.mutable,
             name: info.name,
             empty: false,
+            on_cpu: false,
         }
     }
 
@@ -117,6 +124,7 @@ impl Value {
                 None
             },
             empty: self.empty && other.empty,
+            on_cpu: self.on_cpu && other.on_cpu,
         }
     }
 }

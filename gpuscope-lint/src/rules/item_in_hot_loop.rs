@@ -6,7 +6,7 @@ use syn::Expr;
 
 use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
-use crate::infer::Kind;
+use crate::infer::{Kind, MOVES, Value};
 use crate::syntax::show;
 use crate::{Level, Rule};
 
@@ -68,6 +68,12 @@ fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
   known to be a tensor, since slices have a `to_vec` too; burn's `to_data()` likewise, or where
   its result is read with an element-typed getter (`x.to_data().to_vec::<f32>()`), which only
   burn's `TensorData` has.
+- A read of a tensor known to be on the CPU is not reported, since it waits for no device:
+  one made on candle's or tch's `Device::Cpu` (or tch's `FLOAT_CPU`, ..), named directly,
+  through a local or by a function of the file that returns it, or computed from such
+  tensors (`let e = t.get(i)?; (&e * &e)?.sum_all()?.to_scalar::<f32>()`). A move to the
+  CPU in the read's own expression (`x.to_device(&Device::Cpu)?.to_vec1()`) is the copy it
+  waits for, and is reported.
 "#;
 
 /// Reads whose name is also a method of ordinary types: reported only with a turbofish
@@ -118,8 +124,10 @@ impl Check for ItemInHotLoop {
         if !cx.used().is_device_read(&method) || (method == "item" && !call.args.is_empty()) {
             return;
         }
-        let kind = cx.value(&call.receiver).kind;
+        let value = cx.value(&call.receiver);
+        let kind = value.kind;
         if kind == Kind::Host
+            || on_the_cpu(&call.receiver, &value, cx)
             || (COMMON_NAMES.contains(&method.as_str())
                 && call.turbofish.is_none()
                 && kind != Kind::Device)
@@ -142,6 +150,30 @@ fn emit(call: &syn::ExprMethodCall, sink: &mut Sink) {
         format!("keep the values on the device (sum `.detach()`ed tensors) and call `.{method}({args})` once after the inner loop"),
         None,
     );
+}
+
+/// Whether `e` (of value `value`) is known to be on the CPU already, so that reading it
+/// waits for no device. A move to the CPU in `e` itself (`x.to_device(&Device::Cpu)?`) is the
+/// copy from the device that the read waits for: not known to be there already.
+fn on_the_cpu(mut e: &Expr, value: &Value, cx: &Cx<'_>) -> bool {
+    if !value.on_cpu {
+        return false;
+    }
+    loop {
+        e = match e {
+            Expr::MethodCall(m) => {
+                if MOVES.iter().any(|mv| m.method == mv) && !cx.value(&m.receiver).on_cpu {
+                    return false;
+                }
+                &m.receiver
+            }
+            Expr::Try(t) => &t.expr,
+            Expr::Paren(p) => &p.expr,
+            Expr::Group(g) => &g.expr,
+            Expr::Reference(r) => &r.expr,
+            _ => return true,
+        };
+    }
 }
 
 /// burn's `TensorData` getters, generic over the element type: `x.to_data().to_vec::<f32>()`.
@@ -189,7 +221,8 @@ fn conversion(call: &syn::ExprCall, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
     while let Expr::Reference(r) = arg {
         arg = &r.expr;
     }
-    if cx.value(arg).kind != Kind::Device {
+    let value = cx.value(arg);
+    if value.kind != Kind::Device || on_the_cpu(arg, &value, cx) {
         return;
     }
     let shown = format!("{}::{conv}({})", show_type(segments), show(arg));
@@ -369,6 +402,91 @@ fn f<B: Backend>(epochs: usize, batches: &[Batch], names: &Names) {
         // Only burn's tensors give a `TensorData`.
         let candle = src.replace("use burn::tensor::Tensor;", "use candle_core::Tensor;");
         assert_eq!(hits(RULE, &candle), []);
+    }
+
+    #[test]
+    fn reads_of_tensors_on_the_cpu_wait_for_no_device() {
+        // Embeddings copied back to the host and compared pairwise on the CPU (as an
+        // embedding crate's examples do): no device to wait for.
+        let src = r#"
+use candle_core::{Device, Tensor};
+fn test_device() -> Device {
+    Device::Cpu
+}
+fn f(rows: Vec<f32>, n: usize, d: usize, w: &Tensor) -> candle_core::Result<f32> {
+    let embeddings = Tensor::from_vec(rows.clone(), (n, d), &Device::Cpu)?;
+    let device = Device::Cpu;
+    let local = Tensor::new(rows.as_slice(), &device)?.reshape((n, d))?;
+    let helper = Tensor::new(rows.as_slice(), &test_device())?;
+    let mut total = 0.0;
+    for i in 0..n {
+        let e_i = embeddings.get(i)?;
+        for j in (i + 1)..n {
+            let e_j = embeddings.get(j)?;
+            total += (&e_i * &e_j)?.sum_all()?.to_scalar::<f32>()?;
+            total += local.get(j)?.sum_all()?.to_scalar::<f32>()?;
+            total += (helper.get(j)? * 2.0)?.to_vec0::<f32>()?;
+            total += (&e_j * w)?.sum_all()?.to_scalar::<f32>()?;
+        }
+    }
+    Ok(total)
+}
+"#;
+        // Only the product with `w`, a parameter that may be elsewhere, is reported.
+        assert_eq!(hits(RULE, src), [(19, 22)]);
+        // The same loops on the model's device wait for it at every read.
+        let gpu = src
+            .replace("&Device::Cpu)", "&Device::new_cuda(0)?)")
+            .replace(
+                "let device = Device::Cpu;",
+                "let device = Device::new_cuda(0)?;",
+            )
+            .replace("    Device::Cpu\n", "    Device::new_cuda(0).unwrap()\n");
+        assert_eq!(hits(RULE, &gpu), [(16, 22), (17, 22), (18, 22), (19, 22)]);
+        // A move to the CPU in the read's own expression is the copy the read waits for;
+        // a copy made once before the loops is read there for free.
+        let moved = r#"
+use candle_core::{Device, Tensor};
+fn f(xs: &[Tensor], n: usize) -> candle_core::Result<()> {
+    let host = xs[0].to_device(&Device::Cpu)?;
+    for x in xs {
+        for i in 0..n {
+            let a = x.get(i)?.to_device(&Device::Cpu)?.to_vec1::<f32>()?;
+            let b = host.get(i)?.to_vec1::<f32>()?;
+        }
+    }
+    Ok(())
+}
+"#;
+        assert_eq!(hits(RULE, moved), [(7, 21)]);
+        // tch's `(Kind, Device::Cpu)` constants: its conversions and reads likewise.
+        let tch = r#"
+use tch::{kind::FLOAT_CPU, Kind, Tensor};
+fn f(steps: usize, envs: usize, rewards: &Tensor) {
+    let sums = Tensor::zeros([envs as i64], FLOAT_CPU);
+    for _ in 0..steps {
+        for e in 0..envs {
+            let a = f64::try_from(sums.get(e as i64)).unwrap();
+            let b = sums.sum(Kind::Float).double_value(&[]);
+            let c = f64::try_from(rewards.get(e as i64)).unwrap();
+        }
+    }
+}
+"#;
+        assert_eq!(hits(RULE, tch), [(9, 21)]);
+        // `Device::Cpu` is candle's and tch's: in a file on burn it names nothing known.
+        let burn = r#"
+use burn::tensor::Tensor;
+fn f<B: Backend>(epochs: usize, xs: &[Tensor<B, 1>]) {
+    for _ in 0..epochs {
+        for x in xs {
+            let y = x.clone().to_device(&Device::Cpu);
+            log(y.into_scalar());
+        }
+    }
+}
+"#;
+        assert_eq!(hits(RULE, burn), [(7, 17)]);
     }
 
     #[test]
