@@ -1,12 +1,13 @@
 //! The public face of the caching allocator: one per device, thread safe.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::backend::{Backend, DeviceAddr, StreamId};
 use crate::trace_format::Trace;
 
 use super::config::{AllocConfig, ConfigError};
+use super::lock::{StateGuard, StateLock};
 use super::oom::{AllocError, LiveAllocation};
 use super::snapshot::SegmentInfo;
 use super::state::{AllocState, Recording};
@@ -76,7 +77,7 @@ impl RawBlock {
 /// assert_eq!(alloc.stats().reserved_bytes.all.current, 0);
 /// ```
 pub struct CachingAllocator {
-    state: Mutex<AllocState>,
+    state: StateLock<AllocState>,
     id: u32,
 }
 
@@ -96,7 +97,7 @@ impl CachingAllocator {
     /// An allocator over `backend` with `config`.
     pub fn new(backend: Arc<dyn Backend>, config: AllocConfig) -> Result<Self, AllocError> {
         Ok(CachingAllocator {
-            state: Mutex::new(AllocState::new(backend, config)?),
+            state: StateLock::new(AllocState::new(backend, config)?),
             id: NEXT_ALLOCATOR_ID.fetch_add(1, Ordering::Relaxed),
         })
     }
@@ -107,11 +108,9 @@ impl CachingAllocator {
     }
 
     #[inline]
-    fn lock(&self) -> MutexGuard<'_, AllocState> {
-        // The state is only changed by allocator code that does not panic midway; a
-        // poisoned lock comes from a panic elsewhere on the thread (e.g. in a test
-        // assertion) and the state is still consistent.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> StateGuard<'_, AllocState> {
+        // One compare-and-swap to take, a store to give back (`lock.rs`).
+        self.state.lock()
     }
 
     /// Allocates at least `size` bytes for use on `stream`.
@@ -354,7 +353,7 @@ impl CachingAllocator {
 
 impl Drop for CachingAllocator {
     fn drop(&mut self) {
-        let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+        let st = self.state.get_mut();
         let live = st.shutdown();
         if live > 0 {
             tracing::warn!(

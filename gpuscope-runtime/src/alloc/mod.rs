@@ -1,7 +1,8 @@
 //! The caching device allocator.
 //!
 //! Where things live:
-//! - [`caching`]: [`CachingAllocator`], the thread-safe public API, and [`RawBlock`].
+//! - [`caching`]: [`CachingAllocator`], the thread-safe public API, and [`RawBlock`];
+//!   `lock`: the lock every call takes (a compare-and-swap, a store to give it back).
 //! - `state`: the hot paths (malloc, free, events) behind the lock; `merge`: free
 //!   blocks joining their free neighbours; `memory`:
 //!   growing, and giving memory back under pressure, cheapest wait first; `vmm`:
@@ -86,6 +87,7 @@ mod free_index;
 mod growth;
 mod inspect;
 mod live_stats;
+mod lock;
 mod memory;
 mod merge;
 pub mod oom;
