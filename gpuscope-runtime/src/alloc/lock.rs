@@ -6,7 +6,7 @@
 //! takes it and the swap that gives it back (the swap says whether a sleeper must be
 //! woken). On the GPTQ trace's warm passes those two instructions were a fifth of the
 //! time of an operation, and this lock, whose release is an ordinary store, made warm
-//! passes 0.83x as long (BENCHMARKS.md, "A twenty-second corpus, held out").
+//! passes 0.82-0.92x as long (BENCHMARKS.md, "A twenty-second corpus, held out").
 //!
 //! The price is that a waiting thread never sleeps on the lock itself: it spins briefly,
 //! then yields, then sleeps in short naps ([`Flag::pause`]), so a thread that holds the
