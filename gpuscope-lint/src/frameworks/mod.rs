@@ -107,6 +107,9 @@ pub(crate) struct Used {
     frameworks: Vec<&'static Framework>,
 }
 
+/// tch's `(Kind, Device)` constants on the CPU (`tch::kind`: `FLOAT_CPU`, ..).
+const TCH_CPU_CONSTANTS: &[&str] = &["FLOAT_CPU", "DOUBLE_CPU", "INT64_CPU"];
+
 impl Used {
     /// The libraries named in `file`'s `use` items, `extern crate`s and paths.
     pub(crate) fn of_file(file: &syn::File) -> Self {
@@ -148,18 +151,17 @@ impl Used {
 
     /// Whether `path` names the CPU device of a library the file uses (any, where it names
     /// none): candle's and tch's `Device::Cpu`, however qualified, or one of tch's
-    /// `(Kind, Device::Cpu)` constants (`FLOAT_CPU`, `INT64_CPU`, ..).
+    /// `(Kind, Device::Cpu)` constants ([`TCH_CPU_CONSTANTS`]). Asked of every path the
+    /// lint infers a value for, so it compares identifiers and allocates nothing.
     pub(crate) fn names_cpu_device(&self, path: &syn::Path) -> bool {
         let uses = |lib: &str| self.is_empty() || self.iter().any(|f| f.name == lib);
-        match crate::syntax::path_names(path).as_slice() {
-            [.., ty, variant] if ty == "Device" && variant == "Cpu" => {
-                uses("candle") || uses("tch")
-            }
-            [.., name] if name.ends_with("_CPU") => {
-                name.chars().all(|c| c.is_ascii_uppercase() || c == '_') && uses("tch")
-            }
-            _ => false,
+        if crate::syntax::path_ends_with(path, &["Device", "Cpu"]) {
+            return uses("candle") || uses("tch");
         }
+        TCH_CPU_CONSTANTS
+            .iter()
+            .any(|c| crate::syntax::path_ends_with(path, &[c]))
+            && uses("tch")
     }
 
     /// The tables that apply: the libraries used, or every library when none is named.

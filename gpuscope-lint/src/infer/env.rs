@@ -12,7 +12,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use syn::{BinOp, Expr, Type};
 
 use super::names::{is_loss_fn_name, is_loss_name};
-use super::placement::{CPU_DEVICE, binary_on_cpu, made_on_cpu, method_on_cpu};
+use super::placement::{CPU_DEVICE, MadeOf, binary_on_cpu, method_on_cpu};
 use super::types::{Kind, SCALARS, Types};
 use super::value::{Graph, Value};
 use crate::syntax::{callee_path, is_wrapper_path, path_names};
@@ -242,13 +242,15 @@ impl<'i> Env<'i> {
     }
 
     fn all<'e>(&self, exprs: impl Iterator<Item = &'e Expr>) -> Value {
-        let parts: Vec<Value> = exprs.map(|e| self.infer(e).owned()).collect();
         let mut out = Value::HOST;
-        for part in &parts {
-            out = out.join(part);
+        let mut made_of = MadeOf::NOTHING;
+        for e in exprs {
+            let part = self.infer(e).owned();
+            made_of.add(&part);
+            out = out.join(&part);
         }
         out.borrowed = false;
-        out.on_cpu = made_on_cpu(&parts);
+        out.on_cpu = made_of.on_cpu();
         out
     }
 

@@ -28,17 +28,36 @@ fn may_join(v: &Value) -> bool {
     v.on_cpu || v.kind != Kind::Device
 }
 
-/// Whether a value made of `parts` (a constructor's or a call's arguments, a tuple's or an
-/// array's elements) is on the CPU: one part is the CPU device, or one is a value there
-/// and every other part may join it.
-pub(super) fn made_on_cpu(parts: &[Value]) -> bool {
-    let device = parts.iter().any(|p| p.on_cpu && p.kind == Kind::Host);
-    let there = parts.iter().any(|p| p.on_cpu);
-    device || (there && parts.iter().all(may_join))
+/// Whether a value made of parts (a constructor's or a call's arguments, a tuple's or an
+/// array's elements) is on the CPU, gathered a part at a time ([`MadeOf::add`]): one part
+/// is the CPU device, or one is a value there and every other part may join it.
+pub(super) struct MadeOf {
+    device: bool,
+    there: bool,
+    all_join: bool,
+}
+
+impl MadeOf {
+    /// No part yet.
+    pub(super) const NOTHING: MadeOf = MadeOf {
+        device: false,
+        there: false,
+        all_join: true,
+    };
+
+    pub(super) fn add(&mut self, part: &Value) {
+        self.device |= part.on_cpu && part.kind == Kind::Host;
+        self.there |= part.on_cpu;
+        self.all_join &= may_join(part);
+    }
+
+    pub(super) fn on_cpu(&self) -> bool {
+        self.device || (self.there && self.all_join)
+    }
 }
 
 /// Whether `receiver.method(args)` is on the CPU (`args`: the arguments' joined value, as
-/// [`made_on_cpu`] sets it): a move there, or an op on a receiver there whose arguments
+/// [`MadeOf`] sets it): a move there, or an op on a receiver there whose arguments
 /// may join it.
 pub(super) fn method_on_cpu(method: &str, receiver: &Value, args: &Value) -> bool {
     if MOVES.contains(&method) {
