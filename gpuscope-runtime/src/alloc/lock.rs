@@ -24,6 +24,7 @@
 //! runs only under `cfg(loom)`).
 
 use std::cell::UnsafeCell;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -96,7 +97,10 @@ impl<T, F: Flag> StateLock<T, F> {
         if !self.taken.try_take() {
             self.wait_and_take();
         }
-        StateGuard { lock: self }
+        StateGuard {
+            lock: self,
+            _value: PhantomData,
+        }
     }
 
     #[cold]
@@ -119,9 +123,11 @@ impl<T, F: Flag> StateLock<T, F> {
     }
 }
 
-/// The lock, held until the guard is dropped.
+/// The lock, held until the guard is dropped. Shared between threads only where `T` is
+/// `Sync` (the `&'a mut T` marker), as a `MutexGuard` is: a shared guard gives out `&T`.
 pub(super) struct StateGuard<'a, T, F: Flag = AtomicBool> {
     lock: &'a StateLock<T, F>,
+    _value: PhantomData<&'a mut T>,
 }
 
 impl<T, F: Flag> Deref for StateGuard<'_, T, F> {
