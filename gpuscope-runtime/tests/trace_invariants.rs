@@ -28,7 +28,7 @@ use corpus::json_beside;
 fn all_traces() -> Vec<(String, Trace)> {
     let traces = corpus::all_traces();
     assert!(
-        traces.len() >= 163,
+        traces.len() >= 171,
         "the corpus has {} traces: expected the 3 shared ones, 157 recorded and 3 of the GPT example",
         traces.len()
     );
@@ -153,8 +153,13 @@ fn replay_scaled(t: &Trace, scale: f64) -> Result<(), String> {
 /// since chunks past a quarter of the device are single pages (`growth::chunk_limit`);
 /// before, 32 of the 147 traces ran out below 95% (`bench/headroom.py` on the simulated
 /// device: 0.884 at the lowest, `gradcache_contrastive_train`; BENCHMARKS.md, "Pages past
-/// a quarter of the device").
-const BELOW_NINETEEN_TWENTIETHS: &[(&str, f64)] = &[];
+/// a quarter of the device"). Since then one, of the twenty-third corpus:
+/// `vits_monotonic_align_train` fits at 0.947 (scaled 28 times, its 895 MiB requests find
+/// 4.7 GiB free only in pieces of the first quarter's 500 MiB chunks, which hold live
+/// blocks too; with pages from the start, `page_chunk_threshold:0`, it fits at 0.978:
+/// the same trade as the quarter itself; BENCHMARKS.md, "A twenty-third corpus, held
+/// out").
+const BELOW_NINETEEN_TWENTIETHS: &[(&str, f64)] = &[("vits_monotonic_align_train", 0.94)];
 
 /// A workload that nearly fills the device still fits: with every request scaled so
 /// that the trace's peak of live memory is 95% of the 80 GiB device, each trace replays,
@@ -441,8 +446,12 @@ fn peak_reserved_stays_near_or_below_pytorch() {
 /// and 28). Of the twenty-second, `sam2_memory_bank_track_infer` (74 against 71 when
 /// recorded; 72 in PyTorch's replay, its expandable segments 73): videos of a new size
 /// each bring frames and masks of a new size, which grow the arena by whole pages where
-/// PyTorch's default reserved 1.6x the peak in segments it then reused. The figure is
-/// pinned, so that a change either way updates this list.
+/// PyTorch's default reserved 1.6x the peak in segments it then reused. Of the
+/// twenty-third, `detr_set_match_train` (188 against 166; padded batches of a new size
+/// each) and `impala_vtrace_varlen_train` (66 against 48; trajectories of a new length
+/// each), where PyTorch's default reserved 1.54x and 2.31x the peak and reused it
+/// (gpuscope 1.008x and 1.21x, as PyTorch's expandable segments, which made 197 and 55).
+/// The figure is pinned, so that a change either way updates this list.
 const MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH: &[(&str, u64)] = &[
     ("convnext_ema_accum_train", 77),
     ("ddp_no_sync_accum_train", 94),
@@ -467,6 +476,8 @@ const MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH: &[(&str, u64)] = &[
     ("controlnet_frozen_unet_train", 80),
     ("deq_implicit_train", 28),
     ("sam2_memory_bank_track_infer", 74),
+    ("detr_set_match_train", 188),
+    ("impala_vtrace_varlen_train", 66),
 ];
 
 /// Device allocations (`cuMemCreate`) stay at most PyTorch's (`cudaMalloc`) when the
