@@ -209,22 +209,38 @@ mod tests {
     /// 50,000; with a lock that lets every thread in, the total falls short).
     #[test]
     fn threads_never_lose_an_update() {
-        const THREADS: usize = 4;
         const ADDS: u64 = 50_000;
-        let lock = Arc::new(StateLock::<u64>::new(0));
-        let start = Arc::new(Barrier::new(THREADS));
-        let threads: Vec<_> = (0..THREADS)
+        let lock = StateLock::<u64>::new(0);
+        let total = in_turn(lock, 4, ADDS, |g| {
+            let seen = *g;
+            for _ in 0..8 {
+                std::hint::spin_loop();
+            }
+            *g = std::hint::black_box(seen) + 1;
+        });
+        assert_eq!(total, 4 * ADDS);
+    }
+
+    /// `threads` threads, started together, each take `lock` `holds` times and run
+    /// `hold` on the value while holding it; the value at the end.
+    fn in_turn<F: Flag + Send + Sync + 'static>(
+        lock: StateLock<u64, F>,
+        threads: usize,
+        holds: u64,
+        hold: fn(&mut u64),
+    ) -> u64
+    where
+        F::Room: Send + Sync,
+    {
+        let lock = Arc::new(lock);
+        let start = Arc::new(Barrier::new(threads));
+        let threads: Vec<_> = (0..threads)
             .map(|_| {
                 let (lock, start) = (lock.clone(), start.clone());
                 std::thread::spawn(move || {
                     start.wait();
-                    for _ in 0..ADDS {
-                        let mut g = lock.lock();
-                        let seen = *g;
-                        for _ in 0..8 {
-                            std::hint::spin_loop();
-                        }
-                        *g = std::hint::black_box(seen) + 1;
+                    for _ in 0..holds {
+                        hold(&mut lock.lock());
                     }
                 })
             })
@@ -232,7 +248,7 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-        assert_eq!(*lock.lock(), THREADS as u64 * ADDS);
+        *lock.lock()
     }
 
     /// A flag (std's atomic and room) that counts the threads waiting on it at once.
@@ -274,29 +290,15 @@ mod tests {
     /// loses an update. Without the room all three waiters pause at once.
     #[test]
     fn one_waiter_at_a_time_waits_on_the_flag() {
-        const THREADS: usize = 4;
         const HOLDS: u64 = 2_000;
-        let lock = Arc::new(StateLock::<u64, CountingFlag>::new(0));
-        let start = Arc::new(Barrier::new(THREADS));
-        let threads: Vec<_> = (0..THREADS)
-            .map(|_| {
-                let (lock, start) = (lock.clone(), start.clone());
-                std::thread::spawn(move || {
-                    start.wait();
-                    for _ in 0..HOLDS {
-                        let mut g = lock.lock();
-                        for _ in 0..200 {
-                            std::hint::spin_loop();
-                        }
-                        *g += 1;
-                    }
-                })
-            })
-            .collect();
-        for t in threads {
-            t.join().unwrap();
-        }
-        assert_eq!(*lock.lock(), THREADS as u64 * HOLDS);
+        let lock = StateLock::<u64, CountingFlag>::new(0);
+        let total = in_turn(lock, 4, HOLDS, |g| {
+            for _ in 0..200 {
+                std::hint::spin_loop();
+            }
+            *g += 1;
+        });
+        assert_eq!(total, 4 * HOLDS);
         assert!(
             PAUSING.load(Ordering::SeqCst) == 0 && MOST_PAUSING.load(Ordering::SeqCst) == 1,
             "{} threads waited on the flag at once",
