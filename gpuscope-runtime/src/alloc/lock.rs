@@ -20,14 +20,14 @@
 //!
 //! Without the room every waiter napped and a napping one found the flag free only by
 //! luck: with 16 threads calling the allocator without pause (the `lock_contention`
-//! example on an H100's host), the slowest 0.1% of calls took 1.6-2.0 ms and the slowest
-//! 25 ms, against 0.13-0.20 ms and 1.3-5 ms behind a `std::sync::Mutex`. With the room
+//! example on an H100's host), the slowest 0.1% of calls took 1.6-2.2 ms and the slowest
+//! 20-30 ms, against 0.14-0.20 ms and 2-7 ms behind a `std::sync::Mutex`. With the room
 //! they take 0.28 ms and 2.6 ms (the mutex 0.23 and 1.8 in the same run), and the calls
 //! still take 0.7-0.9x the mutex's time from 4 threads up (BENCHMARKS.md, "The
 //! allocator's lock under contention"). A thread that holds the lock through a long
 //! driver call (a stream synchronisation under memory pressure) costs the one waiter in
 //! the room its naps, and it may see up to a nap's length of extra latency after it.
-
+//!
 //! A panic while the lock is held gives it back (the guard is dropped while unwinding)
 //! and does not poison it: allocator code does not panic midway through a change to the
 //! state, so a panic comes from elsewhere on the thread and the state is consistent, as
