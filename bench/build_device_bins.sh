@@ -3,7 +3,12 @@
 # and copies it into .device-bin/ (git-ignored; carried to the GPU machine):
 # the gpuscope command, the examples, and every test binary (CUDA tests skip here and
 # run there); also packed as .device-bin.txz, which is what to carry.
+# The lint's and the macros' test binaries and examples never touch a GPU (CI runs them)
+# and are left out (HOST_ONLY), so that the pack and the working tree fit the 64 MiB the
+# GPU machine takes; DEVICE_BIN_ALL=1 keeps them.
 set -euo pipefail
+HOST_ONLY=" gpuscope_lint-lib gpuscope_macros-proc-macro properties trigger_words rule_docs lint_cli lint_corpus ui architecture fuzz_regressions time_lint gen_crate "
+host_only() { [[ -z ${DEVICE_BIN_ALL:-} && $HOST_ONLY == *" $1 "* ]]; }
 cd "$(dirname "$0")/.."
 rm -rf .device-bin && mkdir -p .device-bin/tests
 target=${CARGO_TARGET_DIR:-target}
@@ -12,7 +17,7 @@ cargo build --release --examples
 cargo build --release -p gpuscope-runtime --examples
 cp "$target/release/gpuscope" .device-bin/
 for e in "$target"/release/examples/*; do
-  [[ -x $e && ! $e =~ -[0-9a-f]{16}$ && -f $e ]] && cp "$e" .device-bin/
+  [[ -x $e && ! $e =~ -[0-9a-f]{16}$ && -f $e ]] && ! host_only "$(basename "$e")" && cp "$e" .device-bin/
 done
 cargo test --release --workspace --no-run --message-format=json \
   | python3 -c 'import sys,json
@@ -23,7 +28,7 @@ for l in sys.stdin:
         # A crate'"'"'s library and binary test targets share its name: tell them apart.
         name=d["target"]["name"] if kind=="test" else d["target"]["name"]+"-"+kind
         print(name, d["executable"])' \
-  | while read -r name exe; do cp "$exe" ".device-bin/tests/$name"; done
+  | while read -r name exe; do host_only "$name" || cp "$exe" ".device-bin/tests/$name"; done
 strip .device-bin/* .device-bin/tests/* 2>/dev/null || true
 cp bench/torch_gpt.py bench/gpt_summary.py .device-bin/   # for bench/gpt_run.sh .device-bin OUT
 pwd > .device-bin/build_root
