@@ -176,8 +176,18 @@ fn on_the_cpu(mut e: &Expr, value: &Value, cx: &Cx<'_>) -> bool {
     }
 }
 
-/// burn's `TensorData` getters, generic over the element type: `x.to_data().to_vec::<f32>()`.
-const TENSOR_DATA_GETTERS: &[&str] = &["to_vec", "into_vec", "as_slice", "iter"];
+/// burn's `TensorData` getters, generic over the element type: `x.to_data().to_vec::<f32>()`
+/// (and burn 0.22's `try_` forms, which return a `Result`).
+const TENSOR_DATA_GETTERS: &[&str] = &[
+    "to_vec",
+    "into_vec",
+    "as_slice",
+    "iter",
+    "try_to_vec",
+    "try_into_vec",
+    "try_to_vec_as",
+    "try_into_vec_as",
+];
 
 /// The `to_data()` in `x.to_data().to_vec::<f32>()` where `x`'s type is not known in the
 /// file (a field of a struct from another file): the element-typed getter on its result
@@ -377,6 +387,7 @@ fn f<B: Backend>(epochs: usize, batches: &[Batch], names: &Names) {
             let parts = compute_losses::<B>(b);
             let a = parts.actor_loss.to_data().to_vec::<f32>().unwrap();
             let v = parts.value_loss.to_data().iter::<f32>().next();
+            let t = parts.entropy.to_data().try_to_vec::<f32>().unwrap();
             let n = names.to_data().to_vec();
             let s = names.to_data().len();
         }
@@ -384,7 +395,7 @@ fn f<B: Backend>(epochs: usize, batches: &[Batch], names: &Names) {
     let last = compute_losses::<B>(&batches[0]).actor_loss.to_data().to_vec::<f32>();
 }
 "#;
-        assert_eq!(hits(RULE, src), [(8, 21), (9, 21)]);
+        assert_eq!(hits(RULE, src), [(8, 21), (9, 21), (10, 21)]);
         let found = crate::testing::findings(RULE, src);
         assert!(
             found[0]
@@ -398,7 +409,7 @@ fn f<B: Backend>(epochs: usize, batches: &[Batch], names: &Names) {
             "let parts = compute_losses::<B>(b);",
             "let parts = compute_losses::<B>(b); let t: Tensor<B, 1> = b.x();",
         );
-        assert_eq!(hits(RULE, &typed), [(8, 21), (9, 21)]);
+        assert_eq!(hits(RULE, &typed), [(8, 21), (9, 21), (10, 21)]);
         // Only burn's tensors give a `TensorData`.
         let candle = src.replace("use burn::tensor::Tensor;", "use candle_core::Tensor;");
         assert_eq!(hits(RULE, &candle), []);
