@@ -66,7 +66,13 @@ def attempt(runner, path):
     if runner in ("sim", "cuda"):
         cmd = [gpuscope, "replay", "--backend", runner, "--warm-passes", "1", path]
     else:
-        cmd = [os.environ.get("TORCH_REPLAY", "/tmp/torch_replay"), path]
+        replayer = os.environ.get("TORCH_REPLAY", "/tmp/torch_replay")
+        if not os.path.exists(replayer):
+            raise SystemExit(
+                f"headroom.py: runner {runner} needs PyTorch's replayer at {replayer}, which is "
+                "not there: build it first on the GPU machine (bench/torch_replay.sh compiles "
+                "it there, as bench/compare_torch.sh does), or set TORCH_REPLAY to it")
+        cmd = [replayer, path]
         env["TORCH_REPLAY_PASSES"] = "2"
         env["TORCH_REPLAY_PAIRS"] = "0"
         if runner == "torch-expandable":
@@ -81,8 +87,13 @@ def attempt(runner, path):
 
 
 def device_free():
-    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
-                         capture_output=True, text=True, check=True).stdout
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise SystemExit(f"headroom.py: the device's free memory comes from nvidia-smi, which failed "
+                         f"({e}): run on the GPU machine, or give --capacity BYTES (the sim runner "
+                         "alone defaults to 80 GiB)")
     return int(out.split()[0]) << 20
 
 
