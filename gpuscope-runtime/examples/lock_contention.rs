@@ -59,7 +59,12 @@ fn options() -> Result<Options, String> {
                     .map(|t| number(t).map(|n| n.max(1) as usize))
                     .collect::<Result<_, _>>()?
             }
-            "--ops" => o.ops = number(&value)? as usize,
+            "--ops" => {
+                o.ops = number(&value)? as usize;
+                if o.ops == 0 {
+                    return Err("--ops: each thread needs at least one call to time".into());
+                }
+            }
             "--empty-cache-ms" => o.empty_cache_ms = number(&value)?,
             "--rounds" => o.rounds = number(&value)?.max(1) as usize,
             _ => {

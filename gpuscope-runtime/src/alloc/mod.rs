@@ -2,7 +2,8 @@
 //!
 //! Where things live:
 //! - [`caching`]: [`CachingAllocator`], the thread-safe public API, and [`RawBlock`];
-//!   `lock`: the lock every call takes (a compare-and-swap, a store to give it back).
+//!   `lock`: the lock every call takes (a compare-and-swap, a store to give it back;
+//!   a waiting room where one waiter at a time watches it and the others sleep).
 //! - `state`: the hot paths (malloc, free, events) behind the lock; `merge`: free
 //!   blocks joining their free neighbours; `memory`:
 //!   growing, and giving memory back under pressure, cheapest wait first; `vmm`:
