@@ -36,6 +36,12 @@ pub(crate) struct LoopFrame {
     /// The loop's body runs a training step (a backward call), other than one per model
     /// through the loop's element (see [`trains`](crate::fn_facts::trains)).
     pub(crate) trains: bool,
+    /// Names that count the loop's iterations (a range's index, `enumerate`'s, a local the
+    /// body advances by a constant each time): see `walk/bounded.rs`.
+    pub(crate) counters: FxHashSet<String>,
+    /// How many guards around the code let only a bounded number of the loop's iterations
+    /// through (`if n < 6 { .. }` with `n` one of its counters).
+    pub(crate) bounded: usize,
 }
 
 /// The context of the function being walked.
@@ -76,6 +82,9 @@ pub(crate) struct FnState {
     /// What the function moves back out of (or drops in) a binding: the whole (`None`) or
     /// fields.
     pub(crate) moved_out: FxHashMap<String, FxHashSet<Option<String>>>,
+    /// The function runs on burn's CPU backend (it names `NdArray` and no other backend):
+    /// its burn tensors are in host memory.
+    pub(crate) burn_cpu: bool,
 }
 
 /// A binding that refers into a `&mut` parameter's contents.
@@ -114,9 +123,12 @@ impl<'i> Cx<'i> {
         self.env.infer(e)
     }
 
-    /// How many loops enclose the code (`for`, `while`, `loop`, and `.for_each(|..| ..)` bodies).
-    pub(crate) fn loop_depth(&self) -> usize {
-        self.f.loops.len()
+    /// How many of the enclosing loops (`for`, `while`, `loop`, and `.for_each(|..| ..)`
+    /// bodies) repeat the code: those with no guard around it that
+    /// lets only a bounded number of their iterations through (`if n < 6 { .. }`, `n`
+    /// counting the loop's iterations).
+    pub(crate) fn hot_loop_depth(&self) -> usize {
+        self.f.loops.iter().filter(|l| l.bounded == 0).count()
     }
 
     pub(crate) fn in_loop(&self) -> bool {

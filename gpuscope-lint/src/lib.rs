@@ -44,7 +44,7 @@
 //! | `rules_page.rs` | [`rules_page()`]: every rule's docs as one Markdown page (`docs/lints.md`) |
 //! | `rules/` | one module per rule (its docs, its check, its tests) and the registry: [`RULES`] |
 //! | `check.rs` | `Check`, the trait rules register through (with each rule's trigger words), and the loop hook's `Loop` |
-//! | `walk/` | the walk over function bodies, keeping the context and applying attribute levels; `walk/bind.rs` binds the names it meets |
+//! | `walk/` | the walk over function bodies, keeping the context and applying attribute levels; `walk/bind.rs` binds the names it meets, `walk/bounded.rs` finds guards that let a bounded number of a loop's iterations through |
 //! | `fn_facts.rs` | what a function body does, gathered before the walk (graph uses, `keep`, raw pointers) |
 //! | `context.rs` | what a rule sees (`Cx`: bindings, loops, `no_grad`, statics) and where findings go (`Sink`) |
 //! | `infer/` | local type inference: what each value is (device memory, host data, a loss) |

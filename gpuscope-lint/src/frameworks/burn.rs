@@ -17,6 +17,37 @@ const READS: &[&str] = &[
     "to_data_async",
 ];
 
+/// burn's backend computing on the CPU, and its device: a tensor whose backend is it lives
+/// in host memory, and reading it waits for no device.
+pub(crate) const CPU_BACKENDS: &[&str] = &["NdArray", "NdArrayDevice"];
+
+/// burn's backends that may compute on a GPU (or choose at run time), and their devices.
+pub(crate) const OTHER_BACKENDS: &[&str] = &[
+    "Wgpu",
+    "WgpuDevice",
+    "WebGpu",
+    "Vulkan",
+    "Metal",
+    "Cuda",
+    "CudaDevice",
+    "CudaJit",
+    "Rocm",
+    "RocmDevice",
+    "Hip",
+    "HipJit",
+    "LibTorch",
+    "LibTorchDevice",
+    "Candle",
+    "CandleDevice",
+    "Remote",
+    "RemoteDevice",
+    "Router",
+    "Dispatch",
+    "DispatchDevice",
+    "CubeBackend",
+    "JitBackend",
+];
+
 pub(crate) const TABLE: Framework = Framework {
     name: "burn",
     crates: &[

@@ -164,6 +164,29 @@ impl Used {
             && uses("tch")
     }
 
+    /// Where a backend type named `name` computes, in a file using burn (whose tensors carry
+    /// their backend in their type, `Tensor<NdArray, 2>`): `Some(true)` for its CPU backend
+    /// and device (`NdArray`, `NdArrayDevice`), `Some(false)` for one that may be a GPU
+    /// (`Wgpu`, `Cuda`, `LibTorch`, ..), `None` for any other name or where the file does
+    /// not name burn.
+    pub(crate) fn burn_backend(&self, name: &str) -> Option<bool> {
+        if !self.iter().any(|f| f.name == "burn") {
+            return None;
+        }
+        if burn::CPU_BACKENDS.contains(&name) {
+            Some(true)
+        } else if burn::OTHER_BACKENDS.contains(&name) {
+            Some(false)
+        } else {
+            None
+        }
+    }
+
+    /// Whether `name` is one of burn's reads to the host (`into_scalar`, `into_data`, ..).
+    pub(crate) fn is_burn_read(name: &str) -> bool {
+        burn::TABLE.device_reads.contains(&name)
+    }
+
     /// The tables that apply: the libraries used, or every library when none is named.
     fn tables(&self) -> Box<dyn Iterator<Item = &'static Framework> + '_> {
         if self.is_empty() {

@@ -1,7 +1,8 @@
 //! [`FileIndex`]: what a file declares that type inference needs: its imports (which
 //! crate each imported name comes from), the libraries it uses, its structs and enums with
-//! their field types, type aliases, the return types of its functions, its `static`s
-//! (including `thread_local!` and `lazy_static!` ones) and `const`s.
+//! their field types, type aliases (and which of them are burn backends), the return types
+//! of its functions, its `static`s (including `thread_local!` and `lazy_static!` ones) and
+//! `const`s.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -9,6 +10,7 @@ use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::{self, Visit};
 use syn::{Block, Type};
 
+use super::burn_backend::BurnBackends;
 use crate::frameworks::Used;
 
 /// A struct or enum declared in the file: the types of its fields (every variant's, for an
@@ -54,6 +56,8 @@ pub(crate) struct FileIndex {
     pub(crate) drop_released: FxHashSet<(String, String)>,
     /// Functions whose body is the CPU device (`fn device() -> Device { Device::Cpu }`).
     pub(crate) cpu_device_fns: FxHashSet<String>,
+    /// Its aliases of burn backends, and whether it names burn's CPU backend.
+    burn: BurnBackends,
 }
 
 impl FileIndex {
@@ -81,6 +85,18 @@ impl FileIndex {
         releases.visit_block(block);
         index.released_statics = releases.statics;
         index
+    }
+
+    /// Whether the function of `sig` and `body` runs on burn's CPU backend, so that its
+    /// tensors are in host memory (see `burn_backend.rs`); `generic_outer`: the impl or
+    /// trait around it has type parameters.
+    pub(crate) fn runs_on_burns_cpu(
+        &self,
+        sig: &syn::Signature,
+        body: &Block,
+        generic_outer: bool,
+    ) -> bool {
+        self.burn.runs_on_cpu(&self.used, sig, body, generic_outer)
     }
 
     fn add_static(&mut self, name: String, ty: Option<Type>) {
@@ -187,8 +203,9 @@ impl<'ast> Visit<'ast> for FileIndex {
     }
 
     fn visit_item_type(&mut self, item: &'ast syn::ItemType) {
-        self.aliases
-            .insert(item.ident.to_string(), (*item.ty).clone());
+        let name = item.ident.to_string();
+        self.burn.add_alias(&self.used, &name, &item.ty);
+        self.aliases.insert(name, (*item.ty).clone());
         visit::visit_item_type(self, item);
     }
 
@@ -266,6 +283,7 @@ impl<'ast> Visit<'ast> for FileIndex {
                     }
                     if let Some(k) = krate {
                         let name = n.ident.to_string();
+                        index.burn.add_import(&index.used, &name);
                         index.imports.insert(name.clone(), (k.to_owned(), name));
                     } else if local {
                         index.local_imports.insert(n.ident.to_string());
@@ -273,9 +291,9 @@ impl<'ast> Visit<'ast> for FileIndex {
                 }
                 syn::UseTree::Rename(r) => {
                     if let Some(k) = krate {
-                        index
-                            .imports
-                            .insert(r.rename.to_string(), (k.to_owned(), r.ident.to_string()));
+                        let (rename, name) = (r.rename.to_string(), r.ident.to_string());
+                        index.burn.add_renamed_import(&index.used, &rename, &name);
+                        index.imports.insert(rename, (k.to_owned(), name));
                     } else if local {
                         index.local_imports.insert(r.ident.to_string());
                     }

@@ -7,8 +7,11 @@
 //! - `env.rs`: [`Env`], the bindings of a function (closures bound to a name with what
 //!   their calls return) and the inference of an expression's value;
 //! - `names.rs`: what identifiers say (loss names), the weakest evidence;
-//! - `placement.rs`: whether a value is known to be on the CPU.
+//! - `placement.rs`: whether a value is known to be on the CPU;
+//! - `burn_backend.rs`: whether a function runs on burn's CPU backend, as the backend types
+//!   it names show.
 
+mod burn_backend;
 mod env;
 mod file_index;
 mod names;

@@ -26,6 +26,7 @@ use crate::syntax::{
 use crate::{Finding, FnContext, Levels, UNKNOWN_RULE};
 
 mod bind;
+mod bounded;
 
 /// Expressions nested deeper than this are not walked.
 pub(crate) const MAX_DEPTH: usize = 2_000;
@@ -36,6 +37,8 @@ pub(crate) struct Walker<'i> {
     pub(crate) sink: Sink,
     /// How deep the current expression is nested.
     depth: usize,
+    /// How many impls or traits with type parameters enclose the code.
+    generic_items: usize,
     /// Walk only the functions that span one of these lines (1-based, ascending).
     pub(crate) only_lines: Option<&'i [usize]>,
 }
@@ -49,6 +52,7 @@ impl<'i> Walker<'i> {
             },
             sink: Sink::new(levels),
             depth: 0,
+            generic_items: 0,
             only_lines: None,
         }
     }
@@ -130,6 +134,10 @@ impl<'i> Walker<'i> {
                 manually_drop_lets: facts.manually_drop_lets,
                 moved_out: facts.moved_out,
                 main: sig.ident == "main" && sig.inputs.is_empty(),
+                burn_cpu: w
+                    .cx
+                    .index()
+                    .runs_on_burns_cpu(sig, block, w.generic_items > 0),
                 ..FnState::default()
             };
             let saved_state = std::mem::replace(&mut w.cx.f, fresh);
@@ -161,13 +169,15 @@ impl<'i> Walker<'i> {
     }
 
     /// Walks a loop: its pattern bound to `element` (`inputs`: the patterns of a
-    /// `for_each` closure, bound by `walk`), the loop rules, then `walk`.
+    /// `for_each` closure, bound by `walk`; `counters`: the names counting its iterations),
+    /// the loop rules, then `walk`.
     fn walk_loop(
         &mut self,
         head: (proc_macro2::Span, proc_macro2::Span),
         pat: Option<(&Pat, Value)>,
         inputs: &[&Pat],
         body: LoopBody<'_>,
+        counters: FxHashSet<String>,
         walk: impl FnOnce(&mut Self),
     ) {
         let mut element = FxHashSet::default();
@@ -183,6 +193,8 @@ impl<'i> Walker<'i> {
         self.cx.f.loops.push(LoopFrame {
             names: FxHashSet::default(),
             trains,
+            counters,
+            bounded: 0,
         });
         if let Some((pat, element)) = pat {
             self.bind_pat_value(pat, None, None, element);
@@ -264,13 +276,34 @@ impl<'ast> Visit<'ast> for Walker<'_> {
 
     fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
         let saved = self.cx.env.types.set_self_ty(Some((*item.self_ty).clone()));
+        let generic = usize::from(item.generics.type_params().next().is_some());
+        self.generic_items += generic;
         self.with_levels(&item.attrs, |w| visit::visit_item_impl(w, item));
+        self.generic_items -= generic;
         self.cx.env.types.set_self_ty(saved);
+    }
+
+    fn visit_expr_if(&mut self, e: &'ast syn::ExprIf) {
+        self.visit_expr(&e.cond);
+        let bounded = bounded::bounded_loops(&self.cx, &e.cond);
+        for &i in &bounded {
+            self.cx.f.loops[i].bounded += 1;
+        }
+        self.visit_block(&e.then_branch);
+        for &i in &bounded {
+            self.cx.f.loops[i].bounded -= 1;
+        }
+        if let Some((_, other)) = &e.else_branch {
+            self.visit_expr(other);
+        }
     }
 
     fn visit_item_trait(&mut self, item: &'ast syn::ItemTrait) {
         let saved = self.cx.env.types.set_self_ty(None);
+        // A trait's default methods are generic over `Self`.
+        self.generic_items += 1;
         self.with_levels(&item.attrs, |w| visit::visit_item_trait(w, item));
+        self.generic_items -= 1;
         self.cx.env.types.set_self_ty(saved);
     }
 
@@ -392,6 +425,7 @@ impl<'ast> Visit<'ast> for Walker<'_> {
             Some((&e.pat, element)),
             &[],
             LoopBody::Block(&e.body),
+            bounded::counters(Some(&e.pat), Some(&e.expr), &e.body),
             |w| {
                 w.note_param_places(&e.pat, &e.expr);
                 w.visit_block(&e.body);
@@ -402,15 +436,24 @@ impl<'ast> Visit<'ast> for Walker<'_> {
     fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
         let (start, _) = span_range(&e.while_token);
         let (_, end) = span_range(&e.cond);
-        self.walk_loop((start, end), None, &[], LoopBody::Block(&e.body), |w| {
-            w.visit_expr(&e.cond);
-            w.visit_block(&e.body);
-        });
+        let counters = bounded::counters(None, None, &e.body);
+        self.walk_loop(
+            (start, end),
+            None,
+            &[],
+            LoopBody::Block(&e.body),
+            counters,
+            |w| {
+                w.visit_expr(&e.cond);
+                w.visit_block(&e.body);
+            },
+        );
     }
 
     fn visit_expr_loop(&mut self, e: &'ast syn::ExprLoop) {
         let head = span_range(&e.loop_token);
-        self.walk_loop(head, None, &[], LoopBody::Block(&e.body), |w| {
+        let counters = bounded::counters(None, None, &e.body);
+        self.walk_loop(head, None, &[], LoopBody::Block(&e.body), counters, |w| {
             w.visit_block(&e.body)
         });
     }
@@ -456,7 +499,8 @@ impl<'ast> Visit<'ast> for Walker<'_> {
                 let element = element_of(self.cx.env.infer(&call.receiver));
                 let head = span_range(&call.method);
                 let inputs: Vec<&Pat> = closure.inputs.iter().collect();
-                self.walk_loop(head, None, &inputs, LoopBody::Expr(&closure.body), |w| {
+                let body = LoopBody::Expr(&closure.body);
+                self.walk_loop(head, None, &inputs, body, FxHashSet::default(), |w| {
                     for input in &closure.inputs {
                         w.bind_pat_value(input, None, None, element.clone());
                     }

@@ -1,0 +1,273 @@
+//! `item_in_hot_loop` (allow): a read of device values to the host (`.item()`,
+//! candle's `to_scalar`, burn's `into_scalar`, tch's `double_value`, ...) inside an inner
+//! loop.
+
+use syn::Expr;
+
+use crate::check::{Check, Trigger};
+use crate::context::{Cx, Sink};
+use crate::frameworks::Used;
+use crate::infer::{Kind, MOVES, Value};
+use crate::syntax::show;
+use crate::{Level, Rule};
+
+pub(crate) const RULE: Rule = Rule {
+    name: "item_in_hot_loop",
+    default: Level::Allow,
+    summary: "`.item()` or another read to the host in an inner loop synchronizes with the device on every iteration",
+    docs: DOCS,
+};
+
+const DOCS: &str = r#"## `item_in_hot_loop`
+
+Default level: **allow** (it costs time, not memory).
+
+### What it does
+Finds reads of device values to the host inside an inner loop (a loop nested in another
+loop, including `.for_each(|..| ..)` bodies): `.item()` (gpuscope, tch), `to_vec::<T>()`
+and `to_f64_vec()` (gpuscope), `to_scalar`, `to_vec0` to `to_vec3` (candle),
+`into_scalar`, `into_data`, `to_data` and their `_async` forms (burn), `double_value`,
+`int64_value` (tch),
+`array`, `as_vec` (dfdx), `dtoh_sync_copy`, `memcpy_dtov`, `clone_dtoh` (cudarc),
+`read_one` (CubeCL), and tch's conversions of a tensor into a number or a `Vec`
+(`f64::try_from(&t)`, `Vec::<f32>::try_from(&t)`, `f32::from(&t)`), each for the libraries
+the file names (all of them where it names none).
+
+### Why is this bad
+Each call copies a value to the host and waits for the device to finish everything queued
+before it, on every iteration of the innermost loop: the GPU idles while the host waits.
+
+### Example
+```rust
+fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
+    let mut out = Vec::new();
+    for batch in batches {
+        for x in batch {
+            out.push(model.forward(x).sum().item());
+        }
+    }
+    out
+}
+```
+Use instead:
+```rust
+fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
+    let mut out = Vec::new();
+    for batch in batches {
+        let sums: Vec<Tensor> = batch.iter().map(|x| model.forward(x).sum()).collect();
+        out.extend(Tensor::stack(&sums).to_vec());
+    }
+    out
+}
+```
+
+### Known problems
+- A training loop that logs its loss every step (`for epoch { for batch { .. loss.item() } }`)
+  is an inner loop: enable the rule where step time matters.
+- A conversion is reported only when its argument is known to be a tensor (a parameter,
+  `let` or field of a tensor type, or a tensor op's result); gpuscope's `to_vec` only with a turbofish (`to_vec::<f32>()`) or on a value
+  known to be a tensor, since slices have a `to_vec` too; burn's `to_data()` likewise, or where
+  its result is read with an element-typed getter (`x.to_data().to_vec::<f32>()`), which only
+  burn's `TensorData` has.
+- A read of a tensor known to be on the CPU is not reported, since it waits for no device:
+  one made on candle's or tch's `Device::Cpu` (or tch's `FLOAT_CPU`, ..), named directly,
+  through a local or by a function of the file that returns it, or computed from such
+  tensors (`let e = t.get(i)?; (&e * &e)?.sum_all()?.to_scalar::<f32>()`). A move to the
+  CPU in the read's own expression (`x.to_device(&Device::Cpu)?.to_vec1()`) is the copy it
+  waits for, and is reported. burn's tensors carry their backend in their type: a read of
+  one is not reported in a function that names burn's CPU backend (`NdArray`,
+  `NdArrayDevice`, or an alias of the file for one, `type B = Autodiff<NdArray>;`), names
+  no other backend and is not generic (nor in a generic impl), as a test on `NdArray` is.
+  A tensor that such a function gets from a call whose backend the file does not show
+  (a model loaded by another module's code on a GPU backend) is taken to be there too.
+- A read under a guard that lets only a bounded number of a loop's iterations through
+  (`if n < 6 { .. }`, `if i == 0 { .. }`, the bound a literal or a constant, `n` the
+  loop's range or `enumerate` index or a local its body advances by a literal each time)
+  does not count that loop: logging the first tokens of a generation is not reported.
+  `if step % 100 == 0` still is (it repeats, if less often).
+"#;
+
+/// Reads whose name is also a method of ordinary types: reported only with a turbofish
+/// or on a value known to hold device memory.
+const COMMON_NAMES: &[&str] = &["to_vec", "array", "as_vec", "to_data"];
+
+/// The rule's checks.
+pub(crate) struct ItemInHotLoop;
+
+impl Check for ItemInHotLoop {
+    fn rule(&self) -> &'static Rule {
+        &RULE
+    }
+
+    fn triggers(&self) -> Option<&'static [Trigger]> {
+        // Parts of every library's `device_reads` (checked by a test).
+        Some(&[
+            Trigger::Part("item"),
+            Trigger::Part("to_vec"),
+            Trigger::Part("to_f64_vec"),
+            Trigger::Part("to_scalar"),
+            Trigger::Part("into_scalar"),
+            Trigger::Part("into_data"),
+            Trigger::Part("to_data"),
+            Trigger::Part("double_value"),
+            Trigger::Part("int64_value"),
+            Trigger::Part("array"),
+            Trigger::Part("as_vec"),
+            Trigger::Part("dtoh"),
+            Trigger::Part("dtov"),
+            Trigger::Part("read_one"),
+            Trigger::Part("from"),
+        ])
+    }
+
+    fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
+        if cx.hot_loop_depth() < 2 {
+            return;
+        }
+        if let Expr::Call(call) = e {
+            return conversion(call, e, cx, sink);
+        }
+        let Expr::MethodCall(call) = e else { return };
+        if let Some(read) = data_read_by_its_use(call, cx) {
+            if !cx.f.burn_cpu {
+                emit(read, sink);
+            }
+            return;
+        }
+        let method = call.method.to_string();
+        if !cx.used().is_device_read(&method) || (method == "item" && !call.args.is_empty()) {
+            return;
+        }
+        let value = cx.value(&call.receiver);
+        let kind = value.kind;
+        if kind == Kind::Host
+            || on_the_cpu(&call.receiver, &value, cx)
+            || (cx.f.burn_cpu && Used::is_burn_read(&method))
+            || (COMMON_NAMES.contains(&method.as_str())
+                && call.turbofish.is_none()
+                && kind != Kind::Device)
+        {
+            return;
+        }
+        emit(call, sink);
+    }
+}
+
+/// Reports the read `call` (a method call to the host) in an inner loop.
+fn emit(call: &syn::ExprMethodCall, sink: &mut Sink) {
+    let method = call.method.to_string();
+    let value = show(&call.receiver);
+    let args = if call.args.is_empty() { "" } else { ".." };
+    sink.emit(
+        &RULE,
+        call,
+        format!("`{value}.{method}({args})` in an inner loop copies to the host and waits for the device on every iteration"),
+        format!("keep the values on the device (sum `.detach()`ed tensors) and call `.{method}({args})` once after the inner loop"),
+        None,
+    );
+}
+
+/// Whether `e` (of value `value`) is known to be on the CPU already, so that reading it
+/// waits for no device. A move to the CPU in `e` itself (`x.to_device(&Device::Cpu)?`) is the
+/// copy from the device that the read waits for: not known to be there already.
+fn on_the_cpu(mut e: &Expr, value: &Value, cx: &Cx<'_>) -> bool {
+    if !value.on_cpu {
+        return false;
+    }
+    loop {
+        e = match e {
+            Expr::MethodCall(m) => {
+                if MOVES.iter().any(|mv| m.method == mv) && !cx.value(&m.receiver).on_cpu {
+                    return false;
+                }
+                &m.receiver
+            }
+            Expr::Try(t) => &t.expr,
+            Expr::Paren(p) => &p.expr,
+            Expr::Group(g) => &g.expr,
+            Expr::Reference(r) => &r.expr,
+            _ => return true,
+        };
+    }
+}
+
+/// burn's `TensorData` getters, generic over the element type: `x.to_data().to_vec::<f32>()`
+/// (and burn 0.22's `try_` forms, which return a `Result`).
+const TENSOR_DATA_GETTERS: &[&str] = &[
+    "to_vec",
+    "into_vec",
+    "as_slice",
+    "iter",
+    "try_to_vec",
+    "try_into_vec",
+    "try_to_vec_as",
+    "try_into_vec_as",
+];
+
+/// The `to_data()` in `x.to_data().to_vec::<f32>()` where `x`'s type is not known in the
+/// file (a field of a struct from another file): the element-typed getter on its result
+/// is burn's `TensorData`, so `x` is a tensor and `to_data()` its read.
+fn data_read_by_its_use<'a>(
+    call: &'a syn::ExprMethodCall,
+    cx: &Cx<'_>,
+) -> Option<&'a syn::ExprMethodCall> {
+    if call.turbofish.is_none() || !TENSOR_DATA_GETTERS.iter().any(|g| call.method == g) {
+        return None;
+    }
+    let Expr::MethodCall(inner) = &*call.receiver else {
+        return None;
+    };
+    let unknown = matches!(cx.value(&inner.receiver).kind, Kind::Host | Kind::Device);
+    (inner.method == "to_data"
+        && inner.args.is_empty()
+        && cx.used().is_device_read("to_data")
+        && !unknown)
+        .then_some(inner)
+}
+
+/// Host types a tensor converts into (tch's `TryFrom<&Tensor>` and `From<&Tensor>`).
+const HOST_TARGETS: &[&str] = &["f64", "f32", "i64", "i32", "i16", "i8", "u8", "bool", "Vec"];
+
+/// `f64::try_from(&t)`, `Vec::<f32>::try_from(t)`, `f32::from(&t)` on a tensor.
+fn conversion(call: &syn::ExprCall, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
+    let Expr::Path(func) = &*call.func else {
+        return;
+    };
+    let segments = &func.path.segments;
+    let n = segments.len();
+    if n < 2 || call.args.len() != 1 || !cx.used().conversions_read() {
+        return;
+    }
+    let (target, conv) = (&segments[n - 2].ident, &segments[n - 1].ident);
+    if !(conv == "try_from" || conv == "from") || !HOST_TARGETS.iter().any(|t| target == t) {
+        return;
+    }
+    let mut arg = &call.args[0];
+    while let Expr::Reference(r) = arg {
+        arg = &r.expr;
+    }
+    let value = cx.value(arg);
+    if value.kind != Kind::Device || on_the_cpu(arg, &value, cx) {
+        return;
+    }
+    let shown = format!("{}::{conv}({})", show_type(segments), show(arg));
+    sink.emit(
+        &RULE,
+        e,
+        format!("`{shown}` in an inner loop copies to the host and waits for the device on every iteration"),
+        "keep the values on the device (sum `.detach()`ed tensors) and convert once after the inner loop".to_owned(),
+        None,
+    );
+}
+
+/// The type of a conversion's path, `f64` or `Vec::<f32>`.
+fn show_type(segments: &syn::punctuated::Punctuated<syn::PathSegment, syn::Token![::]>) -> String {
+    let target = &segments[segments.len() - 2];
+    match &target.arguments {
+        syn::PathArguments::None => target.ident.to_string(),
+        _ => format!("{}::<..>", target.ident),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,198 @@
+//! Guards that let only a bounded number of a loop's iterations through: `if n < 6 { .. }`
+//! where `n` counts the loop's iterations (a range's index, `enumerate`'s index, a local
+//! the body advances by a constant each time). What such a guard holds runs at most that
+//! many times per run of the loop, as a diagnostic for the first tokens does, so the loop
+//! does not repeat it (`Cx::hot_loop_depth`).
+
+use rustc_hash::FxHashSet;
+
+use syn::visit::{self, Visit};
+use syn::{BinOp, Block, Expr, Pat, Stmt};
+
+use crate::context::Cx;
+use crate::syntax::{is_screaming_case, strip};
+
+/// Iterator adapters after which a range's or `enumerate`'s indices stay distinct.
+const DISTINCT: &[&str] = &[
+    "rev",
+    "step_by",
+    "skip",
+    "take",
+    "filter",
+    "skip_while",
+    "take_while",
+];
+
+/// The names that count a loop's iterations: `i` of `for i in a..b` (maybe `(a..b).rev()`,
+/// `.step_by(k)`, ..), `i` of `for (i, x) in xs.iter().enumerate()`, and a local that a
+/// top-level statement of `body` advances by a literal (`n += 1;`) and that the body
+/// neither binds again nor assigns otherwise.
+pub(super) fn counters(pat: Option<&Pat>, iter: Option<&Expr>, body: &Block) -> FxHashSet<String> {
+    let mut out = FxHashSet::default();
+    if let (Some(pat), Some(iter)) = (pat, iter) {
+        if let Some(index) = index_of(pat, iter) {
+            out.insert(index);
+        }
+    }
+    for stmt in &body.stmts {
+        let Stmt::Expr(Expr::Binary(b), _) = stmt else {
+            continue;
+        };
+        if !matches!(b.op, BinOp::AddAssign(_)) || !is_int_literal(&b.right) {
+            continue;
+        }
+        let Some(name) = plain_name(&b.left) else {
+            continue;
+        };
+        let mut writes = Writes {
+            name: &name,
+            count: 0,
+        };
+        writes.visit_block(body);
+        if writes.count == 1 {
+            out.insert(name);
+        }
+    }
+    out
+}
+
+/// The enclosing loops (indices into `cx.f.loops`) of which `cond` lets only a bounded
+/// number of iterations through: it bounds a counter of the loop (`n < 6`, `i == 0`) that
+/// no loop inside it binds again.
+pub(super) fn bounded_loops(cx: &Cx<'_>, cond: &Expr) -> Vec<usize> {
+    if cx.f.loops.is_empty() {
+        return Vec::new();
+    }
+    let consts = &cx.index().consts;
+    let is_const = |e: &Expr| match e {
+        Expr::Path(p) => p.path.segments.last().is_some_and(|s| {
+            let name = s.ident.to_string();
+            consts.contains(&name) || is_screaming_case(&name)
+        }),
+        _ => false,
+    };
+    let mut out = Vec::new();
+    for name in bounded_names(cond, &is_const) {
+        for (i, frame) in cx.f.loops.iter().enumerate().rev() {
+            if frame.counters.contains(&name) {
+                out.push(i);
+                break;
+            }
+            if frame.names.contains(&name) {
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The index a `for` pattern binds where every iteration gives a new one.
+fn index_of(pat: &Pat, iter: &Expr) -> Option<String> {
+    let mut e = strip(iter);
+    let mut enumerated = false;
+    loop {
+        match e {
+            Expr::Range(_) => break,
+            Expr::MethodCall(m) if m.method == "enumerate" => {
+                enumerated = true;
+                break;
+            }
+            Expr::MethodCall(m) if DISTINCT.iter().any(|d| m.method == d) => {
+                e = strip(&m.receiver);
+            }
+            _ => return None,
+        }
+    }
+    let pat = match pat {
+        Pat::Tuple(t) if enumerated => t.elems.first()?,
+        _ if enumerated => return None,
+        pat => pat,
+    };
+    match pat {
+        Pat::Ident(p) if p.subpat.is_none() => Some(p.ident.to_string()),
+        _ => None,
+    }
+}
+
+/// The names `cond` bounds: `n < K`, `n <= K`, `n == K` (or `K > n`, `K >= n`, `K == n`),
+/// `K` an integer literal or a constant (`is_const`), alone or in a conjunction (`&&`).
+fn bounded_names(cond: &Expr, is_const: &dyn Fn(&Expr) -> bool) -> Vec<String> {
+    let Expr::Binary(b) = strip(cond) else {
+        return Vec::new();
+    };
+    if matches!(b.op, BinOp::And(_)) {
+        let mut out = bounded_names(&b.left, is_const);
+        out.extend(bounded_names(&b.right, is_const));
+        return out;
+    }
+    let bound = |e: &Expr| is_int_literal(e) || is_const(strip(e));
+    let name = match b.op {
+        BinOp::Lt(_) | BinOp::Le(_) | BinOp::Eq(_) if bound(&b.right) => plain_name(&b.left),
+        BinOp::Gt(_) | BinOp::Ge(_) | BinOp::Eq(_) if bound(&b.left) => plain_name(&b.right),
+        _ => None,
+    };
+    name.into_iter().collect()
+}
+
+fn is_int_literal(e: &Expr) -> bool {
+    matches!(strip(e), Expr::Lit(l) if matches!(l.lit, syn::Lit::Int(_)))
+}
+
+/// A single-segment path's name (`n`).
+fn plain_name(e: &Expr) -> Option<String> {
+    match strip(e) {
+        Expr::Path(p) if p.qself.is_none() => p.path.get_ident().map(ToString::to_string),
+        _ => None,
+    }
+}
+
+/// Counts the writes of `name` in a loop body: assignments, compound assignments and
+/// bindings of the name (a `let` starts it afresh each iteration).
+struct Writes<'n> {
+    name: &'n str,
+    count: usize,
+}
+
+impl<'ast> Visit<'ast> for Writes<'_> {
+    fn visit_expr_assign(&mut self, e: &'ast syn::ExprAssign) {
+        if plain_name(&e.left).is_some_and(|n| n == self.name) {
+            self.count += 2;
+        }
+        visit::visit_expr_assign(self, e);
+    }
+
+    fn visit_expr_binary(&mut self, e: &'ast syn::ExprBinary) {
+        let compound = matches!(
+            e.op,
+            BinOp::AddAssign(_)
+                | BinOp::SubAssign(_)
+                | BinOp::MulAssign(_)
+                | BinOp::DivAssign(_)
+                | BinOp::RemAssign(_)
+                | BinOp::BitAndAssign(_)
+                | BinOp::BitOrAssign(_)
+                | BinOp::BitXorAssign(_)
+                | BinOp::ShlAssign(_)
+                | BinOp::ShrAssign(_)
+        );
+        if compound && plain_name(&e.left).is_some_and(|n| n == self.name) {
+            self.count += 1;
+        }
+        visit::visit_expr_binary(self, e);
+    }
+
+    fn visit_pat_ident(&mut self, p: &'ast syn::PatIdent) {
+        if p.ident == self.name {
+            self.count += 2;
+        }
+        visit::visit_pat_ident(self, p);
+    }
+
+    fn visit_expr_reference(&mut self, e: &'ast syn::ExprReference) {
+        // `&mut n` handed on may be written anywhere.
+        if e.mutability.is_some() && plain_name(&e.expr).is_some_and(|n| n == self.name) {
+            self.count += 2;
+        }
+        visit::visit_expr_reference(self, e);
+    }
+}
