@@ -114,8 +114,15 @@ fn index_of(pat: &Pat, iter: &Expr) -> Option<String> {
     }
 }
 
+/// The most iterations a literal bound may let through for the guard to count as a
+/// diagnostic of the first few (`n < 6`): `if step < 1000 { loss.item() }` still waits
+/// on every one of a thousand steps.
+const MAX_LITERAL_BOUND: u64 = 64;
+
 /// The names `cond` bounds: `n < K`, `n <= K`, `n == K` (or `K > n`, `K >= n`, `K == n`),
-/// `K` an integer literal or a constant (`is_const`), alone or in a conjunction (`&&`).
+/// `K` an integer literal (at most [`MAX_LITERAL_BOUND`] for `<` and `<=`; any for `==`,
+/// which lets one iteration through) or a constant (`is_const`), alone or in a
+/// conjunction (`&&`).
 fn bounded_names(cond: &Expr, is_const: &dyn Fn(&Expr) -> bool) -> Vec<String> {
     let Expr::Binary(b) = strip(cond) else {
         return Vec::new();
@@ -125,7 +132,10 @@ fn bounded_names(cond: &Expr, is_const: &dyn Fn(&Expr) -> bool) -> Vec<String> {
         out.extend(bounded_names(&b.right, is_const));
         return out;
     }
-    let bound = |e: &Expr| is_int_literal(e) || is_const(strip(e));
+    let equal = matches!(b.op, BinOp::Eq(_));
+    let bound = |e: &Expr| {
+        is_const(strip(e)) || int_literal(e).is_some_and(|k| equal || k <= MAX_LITERAL_BOUND)
+    };
     let name = match b.op {
         BinOp::Lt(_) | BinOp::Le(_) | BinOp::Eq(_) if bound(&b.right) => plain_name(&b.left),
         BinOp::Gt(_) | BinOp::Ge(_) | BinOp::Eq(_) if bound(&b.left) => plain_name(&b.right),
@@ -136,6 +146,18 @@ fn bounded_names(cond: &Expr, is_const: &dyn Fn(&Expr) -> bool) -> Vec<String> {
 
 fn is_int_literal(e: &Expr) -> bool {
     matches!(strip(e), Expr::Lit(l) if matches!(l.lit, syn::Lit::Int(_)))
+}
+
+/// An integer literal's value (`6`, `6usize`, `1_000`); `None` for anything else or a
+/// literal too large for a `u64`.
+fn int_literal(e: &Expr) -> Option<u64> {
+    match strip(e) {
+        Expr::Lit(l) => match &l.lit {
+            syn::Lit::Int(i) => i.base10_parse().ok(),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// A single-segment path's name (`n`).

@@ -81,10 +81,12 @@ fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
   A tensor that such a function gets from a call whose backend the file does not show
   (a model loaded by another module's code on a GPU backend) is taken to be there too.
 - A read under a guard that lets only a bounded number of a loop's iterations through
-  (`if n < 6 { .. }`, `if i == 0 { .. }`, the bound a literal or a constant, `n` the
-  loop's range or `enumerate` index or a local its body advances by a literal each time)
-  does not count that loop: logging the first tokens of a generation is not reported.
-  `if step % 100 == 0` still is (it repeats, if less often).
+  (`if n < 6 { .. }`, `if i == 0 { .. }`, the bound a literal of at most 64 or a
+  constant, `n` the loop's range or `enumerate` index or a local its body advances by a
+  literal each time) does not count that loop: logging the first tokens of a generation is
+  not reported. `if step % 100 == 0` still is (it repeats, if less often), and so is
+  `if step < 1000` (a thousand waits); a constant's value is not read, so
+  `if step < WARMUP` is taken as a bound, whatever `WARMUP` is.
 "#;
 
 /// Reads whose name is also a method of ordinary types: reported only with a turbofish
