@@ -24,6 +24,7 @@ about 0.16% of the device). Prints one line per trace and runner, then a table.
 import argparse
 import gzip
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -77,24 +78,70 @@ def attempt(runner, path):
         env["TORCH_REPLAY_PAIRS"] = "0"
         if runner == "torch-expandable":
             env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-    out = r.stdout + r.stderr
-    if r.returncode == 0:
+    global CHILD
+    CHILD = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = CHILD.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        CHILD.kill()
+        CHILD.communicate()
+        raise SystemExit(f"{runner} took more than 300 s on {path}")
+    returncode, CHILD = CHILD.returncode, None
+    out = stdout + stderr
+    if returncode == 0:
         return True, ""
     if "out of memory" in out.lower() or "OutOfMemory" in out:
         return False, ""
     raise SystemExit(f"{runner} failed on {path} for another reason than memory:\n{out[-3000:]}")
 
 
-def device_free():
+# The replay running now, if any: ended with this script when a time limit ends it
+# (`timeout` signals only this process), so that its memory is not still held when the
+# next measurement reads the device's free memory.
+CHILD = None
+
+
+def end_child(signum, _frame):
+    if CHILD is not None and CHILD.poll() is None:
+        CHILD.kill()
+        CHILD.wait()
+    raise SystemExit(128 + signum)
+
+
+def device_memory():
+    """(free, total) bytes of GPU 0, from nvidia-smi."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits"],
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.free,memory.total",
+                              "--format=csv,noheader,nounits"],
                              capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError) as e:
         raise SystemExit(f"headroom.py: the device's free memory comes from nvidia-smi, which failed "
                          f"({e}): run on the GPU machine, or give --capacity BYTES (the sim runner "
                          "alone defaults to 80 GiB)")
-    return int(out.split()[0]) << 20
+    free, total = (int(x) << 20 for x in out.splitlines()[0].split(","))
+    return free, total
+
+
+def device_free(settle_s=60.0, step_s=0.5):
+    """The device's free memory once it has stopped rising: a process that ended (or was
+    cut off by a time limit, its replayer still exiting) may still be giving memory back,
+    and a reading taken then makes every fraction of a run too small. Polls until two
+    readings `step_s` apart differ by less than 64 MiB, for at most `settle_s`; says so on
+    stderr when less than nine tenths of the device is free."""
+    free, total = device_memory()
+    deadline = time.time() + settle_s
+    while time.time() < deadline:
+        time.sleep(step_s)
+        now, _ = device_memory()
+        if abs(now - free) < (64 << 20):
+            free = max(free, now)
+            break
+        free = now
+    if free < 0.9 * total:
+        print(f"headroom.py: only {free / GIB:.2f} of {total / GIB:.2f} GiB free on the device: "
+              "another process holds memory, and the fractions are of what is free",
+              file=sys.stderr, flush=True)
+    return free
 
 
 def headroom(runner, trace, capacity, lo, steps, tmp):
@@ -131,6 +178,7 @@ def main():
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("traces", nargs="+")
     a = ap.parse_args()
+    signal.signal(signal.SIGTERM, end_child)
     runners = a.runner or ["sim"]
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
