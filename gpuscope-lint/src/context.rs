@@ -6,6 +6,8 @@
 //! The walker (`walk.rs`) updates a `Cx` as it goes; rules only read it. Neither this module
 //! nor the rules know the walker.
 
+use std::cell::OnceCell;
+
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use proc_macro2::Span;
@@ -85,6 +87,30 @@ pub(crate) struct FnState {
     /// The function runs on burn's CPU backend (it names `NdArray` and no other backend):
     /// its burn tensors are in host memory.
     pub(crate) burn_cpu: bool,
+    /// The address of the function's body: its key in [`Callers`].
+    pub(crate) body: usize,
+    /// How many debug switches (`if DEBUG { .. }`, `if tracing::enabled!(..) { .. }`)
+    /// guard the code: there its callers' loops are not counted.
+    pub(crate) debugging: usize,
+}
+
+/// How many loops of its callers in the same file repeat a function, and through which
+/// call: the call that repeats it most (the first of those, in source order).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CalledIn {
+    /// Loops that repeat the function: those around the call plus those repeating the
+    /// caller, through at most a few calls (counted up to 2).
+    pub(crate) loops: usize,
+    /// The loops around the call itself.
+    pub(crate) around_call: usize,
+    /// The loops repeating the caller, through its own callers (counted up to 2).
+    pub(crate) caller_loops: usize,
+    /// The call, shown short (`self.train_on_batch(..)`).
+    pub(crate) call: String,
+    /// The function making it.
+    pub(crate) caller: String,
+    /// Where the call starts (1-based line).
+    pub(crate) line: usize,
 }
 
 /// A binding that refers into a `&mut` parameter's contents.
@@ -99,12 +125,36 @@ pub(crate) struct ParamPlace {
     pub(crate) deref_only: bool,
 }
 
+/// The file's functions' callers: which of their loops repeat each function, computed
+/// (by `walk/calls/`, whose function the walker hands over) the first time a rule asks.
+pub(crate) struct Callers<'i> {
+    /// The file walked, where the entry point has one.
+    pub(crate) file: Option<&'i syn::File>,
+    compute: CallersOf,
+    by_body: OnceCell<FxHashMap<usize, CalledIn>>,
+}
+
+/// Computes [`Callers`] for a file with the given constants, by function body address.
+pub(crate) type CallersOf = fn(&syn::File, &FxHashSet<String>) -> FxHashMap<usize, CalledIn>;
+
+impl Callers<'_> {
+    pub(crate) fn new(compute: CallersOf) -> Self {
+        Callers {
+            file: None,
+            compute,
+            by_body: OnceCell::new(),
+        }
+    }
+}
+
 /// The context of the expression a rule checks.
 pub(crate) struct Cx<'i> {
     /// Bindings, types, and inference.
     pub(crate) env: Env<'i>,
     /// The function's state.
     pub(crate) f: FnState,
+    /// The callers of the file's functions.
+    pub(crate) callers: Callers<'i>,
 }
 
 impl<'i> Cx<'i> {
@@ -129,6 +179,28 @@ impl<'i> Cx<'i> {
     /// counting the loop's iterations).
     pub(crate) fn hot_loop_depth(&self) -> usize {
         self.f.loops.iter().filter(|l| l.bounded == 0).count()
+    }
+
+    /// Whether at least two loops repeat the code: `Some(None)` when its function's own
+    /// loops do, `Some(Some(call))` when they do counting those of the function's callers
+    /// in the file ([`CalledIn`], not under a debug switch, which runs only while
+    /// debugging), `None` otherwise. Callers are looked for only when the own loops are
+    /// not enough: ask once the rest of a finding is known.
+    pub(crate) fn repeated(&self) -> Option<Option<&CalledIn>> {
+        let own = self.hot_loop_depth();
+        if own >= 2 {
+            return Some(None);
+        }
+        if self.f.debugging > 0 {
+            return None;
+        }
+        let file = self.callers.file?;
+        let by_body = self
+            .callers
+            .by_body
+            .get_or_init(|| (self.callers.compute)(file, &self.index().consts));
+        let called = by_body.get(&self.f.body)?;
+        (own + called.loops >= 2).then_some(Some(called))
     }
 
     pub(crate) fn in_loop(&self) -> bool {

@@ -85,6 +85,7 @@ pub fn lint_block(
 pub fn lint_file(file: &syn::File, levels: &Levels) -> Vec<Finding> {
     let index = FileIndex::of_file(file);
     let mut walker = Walker::new(&index, levels);
+    walker.in_file(file);
     walker.visit_file(file);
     walker.finish()
 }
@@ -101,6 +102,7 @@ pub(crate) fn lint_file_at_lines(
     let index = FileIndex::of_file(file);
     let mut walker = Walker::new(&index, levels);
     walker.only_lines = Some(lines);
+    walker.in_file(file);
     walker.visit_file(file);
     walker.finish()
 }

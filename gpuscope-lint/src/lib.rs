@@ -44,7 +44,7 @@
 //! | `rules_page.rs` | [`rules_page()`]: every rule's docs as one Markdown page (`docs/lints.md`) |
 //! | `rules/` | one module per rule (its docs, its check, its tests) and the registry: [`RULES`] |
 //! | `check.rs` | `Check`, the trait rules register through (with each rule's trigger words), and the loop hook's `Loop` |
-//! | `walk/` | the walk over function bodies, keeping the context and applying attribute levels; `walk/bind.rs` binds the names it meets, `walk/bounded.rs` finds guards that let a bounded number of a loop's iterations through |
+//! | `walk/` | the walk over function bodies, keeping the context and applying attribute levels; `walk/bind.rs` binds the names it meets, `walk/bounded.rs` finds guards that let a bounded number of a loop's iterations through, `walk/calls/` finds which loops of their callers in the file repeat the file's functions (computed when a rule first asks, `Cx::repeated`) |
 //! | `fn_facts.rs` | what a function body does, gathered before the walk (graph uses, `keep`, raw pointers) |
 //! | `context.rs` | what a rule sees (`Cx`: bindings, loops, `no_grad`, statics) and where findings go (`Sink`) |
 //! | `infer/` | local type inference: what each value is (device memory, host data, a loss) |
@@ -68,7 +68,7 @@
 //! | `empty_cache_in_loop` | warn | `empty_cache()` inside a loop |
 //! | `retain_graph_in_loop` | warn | a backward call retaining the graph inside a loop |
 //! | `out_of_place_update` | allow | `x = x + y` where `x.add_(&y)` would do |
-//! | `item_in_hot_loop` | allow | `.item()` or another read to the host (`to_scalar`, `into_scalar`, `double_value`, ...) inside an inner loop |
+//! | `item_in_hot_loop` | allow | `.item()` or another read to the host (`to_scalar`, `into_scalar`, `double_value`, ...) inside an inner loop, also through calls of the same file |
 //!
 //! Rules about leaking, forgetting or storing memory fire only for values known (from
 //! declared types, constructors and ops of known tensor types) to hold device memory; where

@@ -9,7 +9,7 @@ use rustc_hash::FxHashSet;
 use syn::visit::{self, Visit};
 use syn::{BinOp, Block, Expr, Pat, Stmt};
 
-use crate::context::Cx;
+use crate::context::{Cx, LoopFrame};
 use crate::syntax::{is_screaming_case, strip};
 
 /// Iterator adapters after which a range's or `enumerate`'s indices stay distinct.
@@ -60,10 +60,18 @@ pub(super) fn counters(pat: Option<&Pat>, iter: Option<&Expr>, body: &Block) -> 
 /// number of iterations through: it bounds a counter of the loop (`n < 6`, `i == 0`) that
 /// no loop inside it binds again.
 pub(super) fn bounded_loops(cx: &Cx<'_>, cond: &Expr) -> Vec<usize> {
-    if cx.f.loops.is_empty() {
+    bounded_frames(&cx.f.loops, &cx.index().consts, cond)
+}
+
+/// [`bounded_loops`] among `loops` (outermost first), `consts` the file's constants.
+pub(super) fn bounded_frames(
+    loops: &[LoopFrame],
+    consts: &FxHashSet<String>,
+    cond: &Expr,
+) -> Vec<usize> {
+    if loops.is_empty() {
         return Vec::new();
     }
-    let consts = &cx.index().consts;
     let is_const = |e: &Expr| match e {
         Expr::Path(p) => p.path.segments.last().is_some_and(|s| {
             let name = s.ident.to_string();
@@ -73,7 +81,7 @@ pub(super) fn bounded_loops(cx: &Cx<'_>, cond: &Expr) -> Vec<usize> {
     };
     let mut out = Vec::new();
     for name in bounded_names(cond, &is_const) {
-        for (i, frame) in cx.f.loops.iter().enumerate().rev() {
+        for (i, frame) in loops.iter().enumerate().rev() {
             if frame.counters.contains(&name) {
                 out.push(i);
                 break;
@@ -84,6 +92,27 @@ pub(super) fn bounded_loops(cx: &Cx<'_>, cond: &Expr) -> Vec<usize> {
         }
     }
     out
+}
+
+/// Whether `cond` is a debug switch, or has one in a conjunction: a constant
+/// (`if DEBUG_VAE && ..`), `tracing::enabled!(..)`, `log_enabled!(..)` or `cfg!(..)`. What it
+/// guards runs only while debugging.
+pub(super) fn debug_switch(cond: &Expr, consts: &FxHashSet<String>) -> bool {
+    match strip(cond) {
+        Expr::Binary(b) if matches!(b.op, BinOp::And(_)) => {
+            debug_switch(&b.left, consts) || debug_switch(&b.right, consts)
+        }
+        Expr::Path(p) if p.qself.is_none() => p.path.get_ident().is_some_and(|name| {
+            let name = name.to_string();
+            consts.contains(&name) || is_screaming_case(&name)
+        }),
+        Expr::Macro(m) => {
+            m.mac.path.segments.last().is_some_and(|s| {
+                s.ident == "enabled" || s.ident == "log_enabled" || s.ident == "cfg"
+            })
+        }
+        _ => false,
+    }
 }
 
 /// The index a `for` pattern binds where every iteration gives a new one.
@@ -117,7 +146,7 @@ fn index_of(pat: &Pat, iter: &Expr) -> Option<String> {
 /// The most iterations a literal bound may let through for the guard to count as a
 /// diagnostic of the first few (`n < 6`): `if step < 1000 { loss.item() }` still waits
 /// on every one of a thousand steps.
-const MAX_LITERAL_BOUND: u64 = 64;
+pub(super) const MAX_LITERAL_BOUND: u64 = 64;
 
 /// The names `cond` bounds: `n < K`, `n <= K`, `n == K` (or `K > n`, `K >= n`, `K == n`),
 /// `K` an integer literal (at most [`MAX_LITERAL_BOUND`] for `<` and `<=`; any for `==`,
@@ -150,7 +179,7 @@ fn is_int_literal(e: &Expr) -> bool {
 
 /// An integer literal's value (`6`, `6usize`, `1_000`); `None` for anything else or a
 /// literal too large for a `u64`.
-fn int_literal(e: &Expr) -> Option<u64> {
+pub(super) fn int_literal(e: &Expr) -> Option<u64> {
     match strip(e) {
         Expr::Lit(l) => match &l.lit {
             syn::Lit::Int(i) => i.base10_parse().ok(),

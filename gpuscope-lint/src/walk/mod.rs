@@ -15,7 +15,7 @@ use syn::{Attribute, Block, Expr, FnArg, Pat, ReceiverKind, Stmt};
 
 use crate::attrs::levels_of;
 use crate::check::{Loop, LoopBody};
-use crate::context::{Cx, FnState, LoopFrame, NoGrad, Sink, span_range};
+use crate::context::{Callers, Cx, FnState, LoopFrame, NoGrad, Sink, span_range};
 use crate::fn_facts::{FnFacts, trains, trains_expr};
 use crate::infer::{Env, FileIndex, Types, Value};
 use crate::rules::CHECKS;
@@ -27,6 +27,7 @@ use crate::{Finding, FnContext, Levels, UNKNOWN_RULE};
 
 mod bind;
 mod bounded;
+mod calls;
 
 /// Expressions nested deeper than this are not walked.
 pub(crate) const MAX_DEPTH: usize = 2_000;
@@ -49,12 +50,18 @@ impl<'i> Walker<'i> {
             cx: Cx {
                 env: Env::new(Types::new(index, None)),
                 f: FnState::default(),
+                callers: Callers::new(calls::called_in),
             },
             sink: Sink::new(levels),
             depth: 0,
             generic_items: 0,
             only_lines: None,
         }
+    }
+
+    /// Lets the rules follow the calls of `file`, the file walked (`walk/calls/`).
+    pub(crate) fn in_file(&mut self, file: &'i syn::File) {
+        self.cx.callers.file = Some(file);
     }
 
     pub(crate) fn finish(self) -> Vec<Finding> {
@@ -123,6 +130,7 @@ impl<'i> Walker<'i> {
             let no_grad = ctx.no_grad || has_attr(attrs, "no_grad");
             let facts = FnFacts::of(block);
             let fresh = FnState {
+                body: block as *const Block as usize,
                 scoped: ctx.scoped || has_attr(attrs, "gpu_scope"),
                 no_grad: no_grad.then_some(NoGrad::Fn),
                 kept: facts.kept,
@@ -284,12 +292,22 @@ impl<'ast> Visit<'ast> for Walker<'_> {
     }
 
     fn visit_expr_if(&mut self, e: &'ast syn::ExprIf) {
+        let debug = usize::from(bounded::debug_switch(&e.cond, &self.cx.index().consts));
+        // `if DEBUG && let Ok(v) = x.to_vec1::<f32>() { .. }`: the rest of the condition runs
+        // only while debugging too.
+        let gated = usize::from(matches!(&*e.cond, syn::Expr::Binary(b)
+            if matches!(b.op, syn::BinOp::And(_))
+                && bounded::debug_switch(&b.left, &self.cx.index().consts)));
+        self.cx.f.debugging += gated;
         self.visit_expr(&e.cond);
+        self.cx.f.debugging -= gated;
         let bounded = bounded::bounded_loops(&self.cx, &e.cond);
         for &i in &bounded {
             self.cx.f.loops[i].bounded += 1;
         }
+        self.cx.f.debugging += debug;
         self.visit_block(&e.then_branch);
+        self.cx.f.debugging -= debug;
         for &i in &bounded {
             self.cx.f.loops[i].bounded -= 1;
         }

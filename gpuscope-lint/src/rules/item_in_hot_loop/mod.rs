@@ -5,7 +5,7 @@
 use syn::Expr;
 
 use crate::check::{Check, Trigger};
-use crate::context::{Cx, Sink};
+use crate::context::{CalledIn, Cx, Sink};
 use crate::frameworks::Used;
 use crate::infer::{Kind, MOVES, Value};
 use crate::syntax::show;
@@ -32,6 +32,12 @@ and `to_f64_vec()` (gpuscope), `to_scalar`, `to_vec0` to `to_vec3` (candle),
 `read_one` (CubeCL), and tch's conversions of a tensor into a number or a `Vec`
 (`f64::try_from(&t)`, `Vec::<f32>::try_from(&t)`, `f32::from(&t)`), each for the libraries
 the file names (all of them where it names none).
+
+Loops of the callers count too, in the same file: a read in a helper that a loop calls
+(`fn train_on_batch(..) { .. loss.to_vec0::<f32>()? .. }` called every batch of every epoch,
+or a `clip_gradients` reading each parameter's norm in its own loop and called once per
+step) is reported at the read, once, with a note naming the call and its loops. Loops add
+up along calls (up to four deep), so a read repeated by any two loops is found.
 
 ### Why is this bad
 Each call copies a value to the host and waits for the device to finish everything queued
@@ -87,6 +93,21 @@ fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
   not reported. `if step % 100 == 0` still is (it repeats, if less often), and so is
   `if step < 1000` (a thousand waits); a constant's value is not read, so
   `if step < WARMUP` is taken as a bound, whatever `WARMUP` is.
+- Callers are followed within the file only, and calls are resolved by name:
+  `helper(..)` where the file defines one function of that name (a name it defines twice,
+  in two modules, is not followed), `self.name(..)`, `Self::name(..)` and `Type::name(..)`
+  to the one method of that name in the file's impls of the type, and `x.name(..)` where
+  `x`'s type shows in the file (a parameter or field of that type, `let x = Type::new(..)`)
+  or `x` is named as the type is (`trainer` for `Trainer`). A trait method called on a
+  value of another type, a closure stored and called later, a function passed as a value,
+  and a function calling itself are not followed. A loop over an array literal, a constant
+  (`for t in TEMPERATURES.iter()`) or a range to a literal of at most 64 does not count
+  around a call (parameter sweeps and retries), nor does a loop that spawns a thread
+  running the call. A read under a debug switch (`if DEBUG && ..`,
+  `if tracing::enabled!(..)`) counts only its own function's loops. A retry loop of
+  another shape (`loop { match train(..) { Ok(m) => break m, .. } }`,
+  `for attempt in 0..MAX_ATTEMPTS`) counts as a loop, and a read of a tensor that another
+  function put on the CPU is reported, as it is in the loop itself.
 "#;
 
 /// Reads whose name is also a method of ordinary types: reported only with a turbofish
@@ -123,7 +144,7 @@ impl Check for ItemInHotLoop {
     }
 
     fn expr(&self, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
-        if cx.hot_loop_depth() < 2 {
+        if cx.hot_loop_depth() < 2 && cx.callers.file.is_none() {
             return;
         }
         if let Expr::Call(call) = e {
@@ -131,8 +152,9 @@ impl Check for ItemInHotLoop {
         }
         let Expr::MethodCall(call) = e else { return };
         if let Some(read) = data_read_by_its_use(call, cx) {
-            if !cx.f.burn_cpu {
-                emit(read, sink);
+            // Loops last: the callers' are looked for only for a read.
+            if let Some(via) = (!cx.f.burn_cpu).then(|| cx.repeated()).flatten() {
+                emit(read, via, sink);
             }
             return;
         }
@@ -151,22 +173,62 @@ impl Check for ItemInHotLoop {
         {
             return;
         }
-        emit(call, sink);
+        if let Some(via) = cx.repeated() {
+            emit(call, via, sink);
+        }
     }
 }
 
-/// Reports the read `call` (a method call to the host) in an inner loop.
-fn emit(call: &syn::ExprMethodCall, sink: &mut Sink) {
+/// Reports the read `call` (a method call to the host) in an inner loop, or in a function
+/// that a call in an inner loop (`via`) repeats.
+fn emit(call: &syn::ExprMethodCall, via: Option<&CalledIn>, sink: &mut Sink) {
     let method = call.method.to_string();
     let value = show(&call.receiver);
     let args = if call.args.is_empty() { "" } else { ".." };
-    sink.emit(
-        &RULE,
-        call,
-        format!("`{value}.{method}({args})` in an inner loop copies to the host and waits for the device on every iteration"),
-        format!("keep the values on the device (sum `.detach()`ed tensors) and call `.{method}({args})` once after the inner loop"),
-        None,
+    let read = format!("`{value}.{method}({args})`");
+    let once = format!("call `.{method}({args})` once after the inner loop");
+    let (message, help, note) = texts(&read, &once, via);
+    sink.emit(&RULE, call, message, help, note);
+}
+
+/// The message, help and note of a finding on `read` (shown), `once` saying how to read
+/// once instead, `via` the call repeating it where its own function's loops do not.
+fn texts(read: &str, once: &str, via: Option<&CalledIn>) -> (String, String, Option<String>) {
+    let help = format!("keep the values on the device (sum `.detach()`ed tensors) and {once}");
+    let Some(via) = via else {
+        let message = format!(
+            "{read} in an inner loop copies to the host and waits for the device on every iteration"
+        );
+        return (message, help, None);
+    };
+    let message = format!(
+        "{read} runs in an inner loop through `{}` (line {}): it copies to the host and waits for the device on every iteration",
+        via.call, via.line
     );
+    let plural = |n: usize| if n == 1 { "loop" } else { "loops" };
+    let repeat = |n: usize| if n == 1 { "repeats" } else { "repeat" };
+    let (around, more) = (via.around_call, via.caller_loops);
+    let mut note = format!(
+        "`{}` at line {} (in `{}`) calls this function",
+        via.call, via.line, via.caller
+    );
+    if around > 0 {
+        note.push_str(&format!(" inside {around} {}", plural(around)));
+    }
+    match (around, more) {
+        (_, 0) => note.push_str(&format!(" that {} it", repeat(around))),
+        (0, _) => note.push_str(&format!(
+            ", and `{}` is itself called inside {more} {} that {} it",
+            via.caller,
+            plural(more),
+            repeat(more)
+        )),
+        _ => note.push_str(&format!(
+            ", and `{}` is itself called inside {more} more",
+            via.caller
+        )),
+    }
+    (message, help, Some(note))
 }
 
 /// Whether `e` (of value `value`) is known to be on the CPU already, so that reading it
@@ -252,14 +314,10 @@ fn conversion(call: &syn::ExprCall, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
     if value.kind != Kind::Device || on_the_cpu(arg, &value, cx) {
         return;
     }
-    let shown = format!("{}::{conv}({})", show_type(segments), show(arg));
-    sink.emit(
-        &RULE,
-        e,
-        format!("`{shown}` in an inner loop copies to the host and waits for the device on every iteration"),
-        "keep the values on the device (sum `.detach()`ed tensors) and convert once after the inner loop".to_owned(),
-        None,
-    );
+    let Some(via) = cx.repeated() else { return };
+    let shown = format!("`{}::{conv}({})`", show_type(segments), show(arg));
+    let (message, help, note) = texts(&shown, "convert once after the inner loop", via);
+    sink.emit(&RULE, e, message, help, note);
 }
 
 /// The type of a conversion's path, `f64` or `Vec::<f32>`.

@@ -2,6 +2,8 @@
 
 use crate::testing::hits;
 
+mod calls;
+
 const RULE: &str = "item_in_hot_loop";
 
 #[test]
