@@ -134,8 +134,8 @@ pub(crate) struct Callers<'i> {
     by_body: OnceCell<FxHashMap<usize, CalledIn>>,
 }
 
-/// Computes [`Callers`] for a file with the given constants, by function body address.
-pub(crate) type CallersOf = fn(&syn::File, &FxHashSet<String>) -> FxHashMap<usize, CalledIn>;
+/// Computes [`Callers`] for a file with what it declares, by function body address.
+pub(crate) type CallersOf = fn(&syn::File, &FileIndex) -> FxHashMap<usize, CalledIn>;
 
 impl Callers<'_> {
     pub(crate) fn new(compute: CallersOf) -> Self {
@@ -198,7 +198,7 @@ impl<'i> Cx<'i> {
         let by_body = self
             .callers
             .by_body
-            .get_or_init(|| (self.callers.compute)(file, &self.index().consts));
+            .get_or_init(|| (self.callers.compute)(file, self.index()));
         let called = by_body.get(&self.f.body)?;
         (own + called.loops >= 2).then_some(Some(called))
     }

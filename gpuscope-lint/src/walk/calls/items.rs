@@ -1,9 +1,12 @@
-//! The file's functions (nested ones where a body's statement declares them) and structs, and the resolution of a call's name to one of the
-//! functions (`walk/calls/mod.rs` says which calls resolve).
+//! The file's functions (nested ones where a body's statement declares them), and the
+//! resolution of a call's name to one of them (`walk/calls/mod.rs` says which calls
+//! resolve); the types of struct fields come from the file index (`FileIndex::adts`).
 
 use rustc_hash::FxHashMap;
 
 use syn::Block;
+
+use crate::infer::Adt;
 use syn::visit::{self, Visit};
 
 /// A function of the file.
@@ -18,12 +21,10 @@ pub(super) struct FnItem<'a> {
     pub(super) body: Option<&'a Block>,
 }
 
-/// Collects the file's functions (nested ones included) and the fields of its structs.
+/// Collects the file's functions (nested ones included).
 #[derive(Default)]
 pub(super) struct Items<'a> {
     pub(super) fns: Vec<FnItem<'a>>,
-    /// Struct name, then field name, to the field's type.
-    pub(super) structs: FxHashMap<String, FxHashMap<String, String>>,
     /// The impl or trait around: its type (none for a trait).
     within: Option<Option<String>>,
 }
@@ -81,17 +82,6 @@ impl<'a> Visit<'a> for Items<'a> {
         visit::visit_item_trait(self, item);
         self.within = saved;
     }
-
-    fn visit_item_struct(&mut self, item: &'a syn::ItemStruct) {
-        let fields = item
-            .fields
-            .iter()
-            .filter_map(|f| Some((f.ident.as_ref()?.to_string(), type_name(&f.ty)?)));
-        self.structs
-            .entry(item.ident.to_string())
-            .or_default()
-            .extend(fields);
-    }
 }
 
 /// The last segment of a type's path, behind references (`Trainer` of `&mut Trainer<B>`).
@@ -111,23 +101,16 @@ pub(super) fn type_name(ty: &syn::Type) -> Option<String> {
 pub(super) struct Table<'t, 'a> {
     pub(super) fns: &'t [FnItem<'a>],
     by_name: FxHashMap<&'t str, Vec<usize>>,
-    structs: &'t FxHashMap<String, FxHashMap<String, String>>,
+    adts: &'t FxHashMap<String, Adt>,
 }
 
 impl<'t, 'a> Table<'t, 'a> {
-    pub(super) fn new(
-        fns: &'t [FnItem<'a>],
-        structs: &'t FxHashMap<String, FxHashMap<String, String>>,
-    ) -> Self {
+    pub(super) fn new(fns: &'t [FnItem<'a>], adts: &'t FxHashMap<String, Adt>) -> Self {
         let mut by_name: FxHashMap<&str, Vec<usize>> = FxHashMap::default();
         for (i, f) in fns.iter().enumerate() {
             by_name.entry(f.name.as_str()).or_default().push(i);
         }
-        Table {
-            fns,
-            by_name,
-            structs,
-        }
+        Table { fns, by_name, adts }
     }
 
     /// The function a call `name(..)` makes: the file's only function of that name.
@@ -161,6 +144,12 @@ impl<'t, 'a> Table<'t, 'a> {
 
     /// The type of field `field` of the file's struct `ty`.
     pub(super) fn field_type(&self, ty: &str, field: &str) -> Option<String> {
-        self.structs.get(ty)?.get(field).cloned()
+        let (_, ty) = self
+            .adts
+            .get(ty)?
+            .fields
+            .iter()
+            .find(|(name, _)| name.as_deref() == Some(field))?;
+        type_name(ty)
     }
 }

@@ -23,6 +23,7 @@ use syn::{Block, Expr, Pat};
 
 use super::bounded;
 use crate::context::{CalledIn, LoopFrame, span_range};
+use crate::infer::FileIndex;
 use crate::syntax::{is_screaming_case, pat_idents, show, strip, unwrapped};
 
 mod items;
@@ -36,15 +37,14 @@ pub(crate) const MAX_CHAIN: usize = 4;
 const MAX_LOOPS: usize = 2;
 
 /// The [`CalledIn`] of every function body of `file` that its callers in the file repeat,
-/// by the body's address; `consts` are the file's constants (for bounded guards).
-pub(super) fn called_in(
-    file: &syn::File,
-    consts: &FxHashSet<String>,
-) -> FxHashMap<usize, CalledIn> {
+/// by the body's address; `index` is what the file declares (its constants, for bounded
+/// guards; its structs' fields, for receivers' types).
+pub(super) fn called_in(file: &syn::File, index: &FileIndex) -> FxHashMap<usize, CalledIn> {
+    let consts = &index.consts;
     let mut items = Items::default();
     items.visit_file(file);
-    let Items { fns, structs, .. } = items;
-    let table = Table::new(&fns, &structs);
+    let fns = items.fns;
+    let table = Table::new(&fns, &index.adts);
     let mut sites = Vec::new();
     for (me, f) in fns.iter().enumerate() {
         let Some(body) = f.body else { continue };
