@@ -9,8 +9,9 @@ use syn::visit::{self, Visit};
 use syn::{Block, Expr, Type};
 
 use crate::syntax::{
-    callee_name, callee_path, chain_root, ident_of, insert_ident, manually_drop_release,
-    path_ends_with, place_and_field, ptr_read, same_place, strip, takes_raw_handle, with_text,
+    callee_name, callee_path, chain_root, ident_of, insert_ident, is_compound_assign,
+    manually_drop_release, path_ends_with, place_and_field, ptr_read, same_place, strip,
+    takes_raw_handle, with_text,
 };
 
 /// Whether a loop body runs a training step: calls `backward`, `backward_step`,
@@ -324,7 +325,7 @@ impl<'ast> Visit<'ast> for FnFacts {
                     self.visit_expr(&a.left);
                 }
             }
-            Expr::Binary(b) if is_compound(&b.op) => {
+            Expr::Binary(b) if is_compound_assign(&b.op) => {
                 if ident_of(&b.left).is_none() {
                     self.visit_expr(&b.left);
                 }
@@ -367,23 +368,6 @@ impl<'ast> Visit<'ast> for FnFacts {
     }
 
     fn visit_item(&mut self, _: &'ast syn::Item) {}
-}
-
-fn is_compound(op: &syn::BinOp) -> bool {
-    use syn::BinOp::*;
-    matches!(
-        op,
-        AddAssign(_)
-            | SubAssign(_)
-            | MulAssign(_)
-            | DivAssign(_)
-            | RemAssign(_)
-            | BitOrAssign(_)
-            | BitAndAssign(_)
-            | BitXorAssign(_)
-            | ShlAssign(_)
-            | ShrAssign(_)
-    )
 }
 
 #[cfg(test)]

@@ -465,6 +465,24 @@ fn write_expr(out: &mut String, e: &Expr) {
     }
 }
 
+/// Whether `op` is a compound assignment (`+=`, `-=`, ..., `>>=`): it writes its left side.
+pub(crate) fn is_compound_assign(op: &syn::BinOp) -> bool {
+    use syn::BinOp::*;
+    matches!(
+        op,
+        AddAssign(_)
+            | SubAssign(_)
+            | MulAssign(_)
+            | DivAssign(_)
+            | RemAssign(_)
+            | BitOrAssign(_)
+            | BitAndAssign(_)
+            | BitXorAssign(_)
+            | ShlAssign(_)
+            | ShrAssign(_)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,12 +1,12 @@
 //! `static_escape` (deny): a value owning device memory stored into a `static` (or a
 //! `thread_local!`, `lazy_static!`) from inside a function.
 
-use syn::{BinOp, Expr};
+use syn::Expr;
 
 use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
 use crate::infer::Kind;
-use crate::syntax::{chain_root, show, strip};
+use crate::syntax::{chain_root, is_compound_assign, show, strip};
 use crate::{Level, Rule};
 
 pub(crate) const RULE: Rule = Rule {
@@ -145,22 +145,6 @@ impl Check for StaticEscape {
             None,
         );
     }
-}
-
-fn is_compound_assign(op: &BinOp) -> bool {
-    matches!(
-        op,
-        BinOp::AddAssign(_)
-            | BinOp::SubAssign(_)
-            | BinOp::MulAssign(_)
-            | BinOp::DivAssign(_)
-            | BinOp::RemAssign(_)
-            | BinOp::BitOrAssign(_)
-            | BinOp::BitAndAssign(_)
-            | BinOp::BitXorAssign(_)
-            | BinOp::ShlAssign(_)
-            | BinOp::ShrAssign(_)
-    )
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use syn::visit::{self, Visit};
 use syn::{BinOp, Block, Expr, Pat, Stmt};
 
 use crate::context::{Cx, LoopFrame};
-use crate::syntax::{is_screaming_case, strip};
+use crate::syntax::{is_compound_assign, is_screaming_case, strip};
 
 /// Iterator adapters after which a range's or `enumerate`'s indices stay distinct.
 const DISTINCT: &[&str] = &[
@@ -213,20 +213,7 @@ impl<'ast> Visit<'ast> for Writes<'_> {
     }
 
     fn visit_expr_binary(&mut self, e: &'ast syn::ExprBinary) {
-        let compound = matches!(
-            e.op,
-            BinOp::AddAssign(_)
-                | BinOp::SubAssign(_)
-                | BinOp::MulAssign(_)
-                | BinOp::DivAssign(_)
-                | BinOp::RemAssign(_)
-                | BinOp::BitAndAssign(_)
-                | BinOp::BitOrAssign(_)
-                | BinOp::BitXorAssign(_)
-                | BinOp::ShlAssign(_)
-                | BinOp::ShrAssign(_)
-        );
-        if compound && plain_name(&e.left).is_some_and(|n| n == self.name) {
+        if is_compound_assign(&e.op) && plain_name(&e.left).is_some_and(|n| n == self.name) {
             self.count += 1;
         }
         visit::visit_expr_binary(self, e);
