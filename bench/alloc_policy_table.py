@@ -40,7 +40,8 @@ PYTORCH_DIRS = ["bench/results/h100-2026-11-26/54-all-127/cmp",
                 "bench/results/h100-2026-11-27c/68-twentyfirst-corpus/twentyfirst/cmp",
                 "bench/results/h100-2026-11-27c/69-twentysecond-corpus/twentysecond/cmp",
                 "bench/results/h100-2026-11-27d/74-twentythird-corpus/twentythird/cmp",
-                "bench/results/h100-2026-11-27e/78-twentyfourth-corpus/twentyfourth/cmp"]
+                "bench/results/h100-2026-11-27e/78-twentyfourth-corpus/twentyfourth/cmp",
+                "bench/results/h100-2026-11-27f/80-twentyfifth-corpus/twentyfifth/cmp"]
 
 
 def pytorch_figures(cmp_dir):
