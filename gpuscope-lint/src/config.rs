@@ -253,6 +253,30 @@ impl FloorCharBoundary for str {
     }
 }
 
+/// The name a package's other crates (binaries, tests, examples) use its library by, from
+/// the text of its `Cargo.toml`: `[lib] name`, else `[package] name` with `-` as `_`;
+/// `None` where the text says neither or is not TOML.
+///
+/// ```
+/// use gpuscope_lint::config::library_name;
+///
+/// assert_eq!(library_name("[package]\nname = \"mz-train\"\n").as_deref(), Some("mz_train"));
+/// assert_eq!(library_name("[package]\nname = \"a\"\n[lib]\nname = \"mz_rs\"\n").as_deref(), Some("mz_rs"));
+/// assert_eq!(library_name("[workspace]\nmembers = []\n"), None);
+/// ```
+pub fn library_name(manifest: &str) -> Option<String> {
+    let doc = ImDocument::parse(manifest).ok()?;
+    let name = |section: &str| {
+        doc.as_table()
+            .get(section)?
+            .as_table_like()?
+            .get("name")?
+            .as_str()
+            .map(|name| name.replace('-', "_"))
+    };
+    name("lib").or_else(|| name("package"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

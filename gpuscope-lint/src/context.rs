@@ -14,6 +14,8 @@ use proc_macro2::Span;
 use quote::ToTokens;
 use syn::Expr;
 
+pub(crate) use crate::callgraph::CalledIn;
+use crate::callgraph::{FileCalls, called_in_file};
 use crate::frameworks::Used;
 use crate::infer::{Env, FileIndex, Kind, Value};
 use crate::syntax::{is_screaming_case, strip};
@@ -92,25 +94,8 @@ pub(crate) struct FnState {
     /// How many debug switches (`if DEBUG { .. }`, `if tracing::enabled!(..) { .. }`)
     /// guard the code: there its callers' loops are not counted.
     pub(crate) debugging: usize,
-}
-
-/// How many loops of its callers in the same file repeat a function, and through which
-/// call: the call that repeats it most (the first of those, in source order).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct CalledIn {
-    /// Loops that repeat the function: those around the call plus those repeating the
-    /// caller, through at most a few calls (counted up to 2).
-    pub(crate) loops: usize,
-    /// The loops around the call itself.
-    pub(crate) around_call: usize,
-    /// The loops repeating the caller, through its own callers (counted up to 2).
-    pub(crate) caller_loops: usize,
-    /// The call, shown short (`self.train_on_batch(..)`).
-    pub(crate) call: String,
-    /// The function making it.
-    pub(crate) caller: String,
-    /// Where the call starts (1-based line).
-    pub(crate) line: usize,
+    /// Locals bound to a debug switch (`let debug = std::env::var_os("X").is_some();`).
+    pub(crate) switches: FxHashSet<String>,
 }
 
 /// A binding that refers into a `&mut` parameter's contents.
@@ -126,25 +111,60 @@ pub(crate) struct ParamPlace {
 }
 
 /// The file's functions' callers: which of their loops repeat each function, computed
-/// (by `walk/calls/`, whose function the walker hands over) the first time a rule asks.
+/// (from what `walk/calls/` gathers of the file, through the function the walker hands over,
+/// and `callgraph`'s resolution) the first time a rule asks.
 pub(crate) struct Callers<'i> {
     /// The file walked, where the entry point has one.
     pub(crate) file: Option<&'i syn::File>,
+    /// The file is linted as one of a crate's: reads that its own loops and callers do not
+    /// repeat are left for the callers in the crate's other files (`Sink::defer`).
+    pub(crate) package: bool,
     compute: CallersOf,
+    calls: OnceCell<FileCallsOf>,
     by_body: OnceCell<FxHashMap<usize, CalledIn>>,
 }
 
-/// Computes [`Callers`] for a file with what it declares, by function body address.
-pub(crate) type CallersOf = fn(&syn::File, &FileIndex) -> FxHashMap<usize, CalledIn>;
+/// What a file defines and calls ([`FileCalls`]), with the address of each function's body
+/// (0 for none), by the function's index.
+#[derive(Debug, Default)]
+pub(crate) struct FileCallsOf {
+    pub(crate) calls: FileCalls,
+    pub(crate) bodies: Vec<usize>,
+}
+
+/// Gathers a file's [`FileCallsOf`] with what it declares.
+pub(crate) type CallersOf = fn(&syn::File, &FileIndex) -> FileCallsOf;
 
 impl Callers<'_> {
     pub(crate) fn new(compute: CallersOf) -> Self {
         Callers {
             file: None,
+            package: false,
             compute,
+            calls: OnceCell::new(),
             by_body: OnceCell::new(),
         }
     }
+
+    /// What the file defines and calls, gathered once.
+    pub(crate) fn calls(&self, index: &FileIndex) -> Option<&FileCallsOf> {
+        let file = self.file?;
+        Some(self.calls.get_or_init(|| (self.compute)(file, index)))
+    }
+
+    /// [`calls`](Callers::calls), taken.
+    pub(crate) fn take_calls(mut self, index: &FileIndex) -> FileCallsOf {
+        self.calls(index);
+        self.calls.take().unwrap_or_default()
+    }
+}
+
+/// Whether the code is repeated: by its own loops or its callers' in the file (`Now`, with
+/// the call, as [`Cx::repeated`] gives it), or maybe by callers in the crate's other files
+/// (`Later`, with how many loops its own function runs it in).
+pub(crate) enum Fate<'c> {
+    Now(Option<&'c CalledIn>),
+    Later(usize),
 }
 
 /// The context of the expression a rule checks.
@@ -194,13 +214,29 @@ impl<'i> Cx<'i> {
         if self.f.debugging > 0 {
             return None;
         }
-        let file = self.callers.file?;
-        let by_body = self
-            .callers
-            .by_body
-            .get_or_init(|| (self.callers.compute)(file, self.index()));
+        let by_body = self.callers.by_body.get_or_init(|| {
+            let Some(of) = self.callers.calls(self.index()) else {
+                return FxHashMap::default();
+            };
+            called_in_file(&of.calls)
+                .into_iter()
+                .zip(&of.bodies)
+                .filter_map(|(called, &body)| Some((body, called?)))
+                .filter(|&(body, _)| body != 0)
+                .collect()
+        });
         let called = by_body.get(&self.f.body)?;
         (own + called.loops >= 2).then_some(Some(called))
+    }
+
+    /// [`repeated`](Cx::repeated), and where it is not, whether callers in the crate's other
+    /// files may repeat the code: when the file is linted as one of a crate's, and the code
+    /// is not under a debug switch.
+    pub(crate) fn fate(&self) -> Option<Fate<'_>> {
+        if let Some(via) = self.repeated() {
+            return Some(Fate::Now(via));
+        }
+        (self.callers.package && self.f.debugging == 0).then(|| Fate::Later(self.hot_loop_depth()))
     }
 
     pub(crate) fn in_loop(&self) -> bool {
@@ -282,17 +318,35 @@ pub(crate) fn span_range(node: &impl ToTokens) -> (Span, Span) {
 
 /// Collects findings at the levels in force where they are: the base levels, changed by
 /// the allow/warn/deny attributes of the items, functions and statements around.
-#[derive(Debug)]
 pub(crate) struct Sink {
     levels: Vec<Levels>,
     findings: Vec<Finding>,
+    deferred: Vec<Deferred>,
 }
+
+/// A finding that callers in a crate's other files may make ([`Fate::Later`]): kept with
+/// what decides it, until those files are linted.
+pub(crate) struct Deferred {
+    pub(crate) rule: &'static str,
+    /// Its level where it is.
+    pub(crate) level: Level,
+    pub(crate) span: (Span, Span),
+    /// The body of the function holding it (its [`FnState::body`]).
+    pub(crate) body: usize,
+    /// The loops of its own function that repeat it.
+    pub(crate) own: usize,
+    pub(crate) texts: Texts,
+}
+
+/// A deferred finding's message, help and note, given the call that repeats it.
+pub(crate) type Texts = Box<dyn Fn(&CalledIn) -> (String, String, Option<String>) + Send>;
 
 impl Sink {
     pub(crate) fn new(levels: &Levels) -> Self {
         Sink {
             levels: vec![levels.clone()],
             findings: Vec::new(),
+            deferred: Vec::new(),
         }
     }
 
@@ -372,6 +426,29 @@ impl Sink {
         }
     }
 
+    /// Keeps a finding of `rule` over `at` for the callers in the crate's other files to
+    /// decide (the code in function `body`, repeated by `own` loops there), unless the rule
+    /// is at `allow` here.
+    pub(crate) fn defer(
+        &mut self,
+        rule: &Rule,
+        at: &impl ToTokens,
+        (body, own): (usize, usize),
+        texts: Texts,
+    ) {
+        let level = self.current().of(rule);
+        if level != Level::Allow {
+            self.deferred.push(Deferred {
+                rule: rule.name,
+                level,
+                span: span_range(at),
+                body,
+                own,
+                texts,
+            });
+        }
+    }
+
     /// Reports a problem that is not a rule's (an attribute naming an unknown rule), as an
     /// error whatever the levels.
     pub(crate) fn error(&mut self, rule: &'static str, span: Span, message: String, help: String) {
@@ -393,11 +470,17 @@ impl Sink {
     }
 
     pub(crate) fn into_findings(self) -> Vec<Finding> {
+        self.into_parts().0
+    }
+
+    /// The findings, ordered as [`into_findings`](Sink::into_findings) orders them, and the
+    /// deferred ones.
+    pub(crate) fn into_parts(self) -> (Vec<Finding>, Vec<Deferred>) {
         let mut findings = self.findings;
         findings.sort_by_key(|f| {
             let start = f.span.start();
             (start.line, start.column)
         });
-        findings
+        (findings, self.deferred)
     }
 }

@@ -4,6 +4,7 @@
 
 use syn::visit::Visit;
 
+use crate::context::{Deferred, FileCallsOf};
 use crate::infer::FileIndex;
 use crate::walk::Walker;
 use crate::{Finding, FnContext, Levels};
@@ -105,4 +106,25 @@ pub(crate) fn lint_file_at_lines(
     walker.in_file(file);
     walker.visit_file(file);
     walker.finish()
+}
+
+/// [`lint_file`] (or [`lint_file_at_lines`] with `lines`) for a file linted as one of a
+/// crate's: also the findings left for the callers in the crate's other files, and what
+/// the file defines and calls. With `walk` false (no trigger word of the rules enabled),
+/// only what the file defines and calls.
+pub(crate) fn lint_file_in_package(
+    file: &syn::File,
+    levels: &Levels,
+    lines: Option<&[usize]>,
+    walk: bool,
+) -> (Vec<Finding>, Vec<Deferred>, FileCallsOf) {
+    let index = FileIndex::of_file(file);
+    let mut walker = Walker::new(&index, levels);
+    walker.only_lines = lines;
+    walker.in_file(file);
+    walker.in_package();
+    if walk {
+        walker.visit_file(file);
+    }
+    walker.finish_package()
 }

@@ -4,7 +4,9 @@
 //! The same rules run in two places: the `#[gpu_scope]` / `#[no_grad]` attribute macros call
 //! [`lint_fn`] / [`lint_block`] on the function they expand (deny findings become compile
 //! errors), and the `gpuscope lint` command calls [`lint_source`] on every `.rs` file of a
-//! crate and prints rustc-style diagnostics, JSON or SARIF.
+//! crate and prints rustc-style diagnostics, JSON or SARIF; where a crate's files are linted
+//! together it calls [`lint_source_in_package`] on each and [`package_findings`] once they
+//! are all in, for the reads that loops of other files repeat through calls.
 //!
 //! ```
 //! use gpuscope_lint::{Level, Levels, lint_file};
@@ -29,13 +31,15 @@
 //!
 //! # Where things live
 //!
-//! Arrows run one way: `walk` → `rules` → `check`, `context` → `infer`, `frameworks`, `syntax`.
+//! Arrows run one way: `walk` → `rules` → `check`, `context` → `infer`, `frameworks`, `syntax`;
+//! `package` and `walk` → `context` → `callgraph`, which knows only plain data.
 //!
 //! | module | job |
 //! |---|---|
 //! | `lib.rs` | this map and the re-exports |
 //! | `entry.rs` | the entry points on syntax trees: [`lint_fn`], [`lint_block`], [`lint_file`] |
-//! | `source/` | [`lint_source`]: text to diagnostics on any input: the nesting bound ([`MAX_NESTING`]) read from the text and checked on the tokens, the rules' trigger words, Rust 2015's anonymous trait-method parameters |
+//! | `source/` | [`lint_source`]: text to diagnostics on any input: the nesting bound ([`MAX_NESTING`]) read from the text and checked on the tokens, the rules' trigger words, Rust 2015's anonymous trait-method parameters; [`lint_source_in_package`] for a file of a crate linted with its other files |
+//! | `package.rs` | [`FileFacts`] (what a file of a crate leaves for its other files) and [`package_findings`] (the findings that calls across the crate's files make) |
 //! | `level.rs` | [`Level`] (allow / warn / deny), one rule's level, and its parsing |
 //! | `rule_levels.rs` | [`Levels`], the table of every rule's level, and [`UnknownRule`] with its did-you-mean |
 //! | `finding.rs` | [`Rule`], [`Finding`], [`Diagnostic`], [`Position`], [`FnContext`], [`UNKNOWN_RULE`] |
@@ -44,7 +48,8 @@
 //! | `rules_page.rs` | [`rules_page()`]: every rule's docs as one Markdown page (`docs/lints.md`) |
 //! | `rules/` | one module per rule (its docs, its check, its tests) and the registry: [`RULES`] |
 //! | `check.rs` | `Check`, the trait rules register through (with each rule's trigger words), and the loop hook's `Loop` |
-//! | `walk/` | the walk over function bodies, keeping the context and applying attribute levels; `walk/bind.rs` binds the names it meets, `walk/bounded.rs` finds guards that let a bounded number of a loop's iterations through, `walk/calls/` finds which loops of their callers in the file repeat the file's functions (computed when a rule first asks, `Cx::repeated`) |
+//! | `walk/` | the walk over function bodies, keeping the context and applying attribute levels; `walk/bind.rs` binds the names it meets, `walk/bounded.rs` finds guards that let a bounded number of a loop's iterations through, `walk/switches.rs` knows debug switches, `walk/calls/` gathers what a file's functions call with the loops around each call, as plain data for `callgraph/` (when a rule first asks, `Cx::repeated`, or, for a crate's files, with every file) |
+//! | `callgraph/` | on plain data, no syntax trees: the resolution of calls to functions in one file and across a crate's files (its crates and module tree from the files' paths and `mod` declarations), and the loops added up along chains of calls |
 //! | `fn_facts.rs` | what a function body does, gathered before the walk (graph uses, `keep`, raw pointers) |
 //! | `context.rs` | what a rule sees (`Cx`: bindings, loops, `no_grad`, statics) and where findings go (`Sink`) |
 //! | `infer/` | local type inference: what each value is (device memory, host data, a loss) |
@@ -68,13 +73,14 @@
 //! | `empty_cache_in_loop` | warn | `empty_cache()` inside a loop |
 //! | `retain_graph_in_loop` | warn | a backward call retaining the graph inside a loop |
 //! | `out_of_place_update` | allow | `x = x + y` where `x.add_(&y)` would do |
-//! | `item_in_hot_loop` | allow | `.item()` or another read to the host (`to_scalar`, `into_scalar`, `double_value`, ...) inside an inner loop, also through calls of the same file |
+//! | `item_in_hot_loop` | allow | `.item()` or another read to the host (`to_scalar`, `into_scalar`, `double_value`, ...) inside an inner loop, also through calls of the same file or of its crate's other files |
 //!
 //! Rules about leaking, forgetting or storing memory fire only for values known (from
 //! declared types, constructors and ops of known tensor types) to hold device memory; where
 //! a type is unknown they stay silent. `gpuscope lint --explain RULE` prints a rule's docs.
 
 pub mod attrs;
+mod callgraph;
 mod check;
 #[cfg(feature = "config")]
 pub mod config;
@@ -85,6 +91,7 @@ mod fn_facts;
 mod frameworks;
 mod infer;
 mod level;
+mod package;
 mod rule_levels;
 mod rules;
 mod rules_page;
@@ -95,10 +102,13 @@ mod walk;
 pub use entry::{lint_block, lint_file, lint_fn};
 pub use finding::{Diagnostic, Finding, FnContext, Position, Rule, UNKNOWN_RULE};
 pub use level::{Level, ParseLevelError};
+pub use package::{FileFacts, PackageFile, follows_callers, package_findings};
 pub use rule_levels::{Levels, UnknownRule};
 pub use rules::{RULES, rule};
 pub use rules_page::rules_page;
-pub use source::{MAX_NESTING, STACK_SIZE, SourceError, lint_source, nesting_depth};
+pub use source::{
+    MAX_NESTING, STACK_SIZE, SourceError, lint_source, lint_source_in_package, nesting_depth,
+};
 
 #[cfg(test)]
 mod tests {
@@ -236,6 +246,50 @@ pub(crate) mod testing {
         lint_file(&file, &levels)
             .into_iter()
             .filter(|f| f.rule == rule)
+            .collect()
+    }
+
+    /// The findings of `rule` (switched on, at least `warn`) in a package of `files` (path
+    /// relative to the package's root, source), linted together as `gpuscope lint` lints a
+    /// crate's files: (path, finding), by path and position.
+    pub(crate) fn package_findings(
+        rule: &str,
+        files: &[(&str, &str)],
+    ) -> Vec<(String, crate::Diagnostic)> {
+        let mut levels = Levels::default();
+        if levels.get(rule) == Some(Level::Allow) {
+            levels.set(rule, Level::Warn).expect("known rule");
+        }
+        let mut out = Vec::new();
+        let mut facts = Vec::new();
+        for (path, src) in files {
+            let (found, left) =
+                crate::lint_source_in_package(src, &levels).expect("test source parses");
+            out.extend(found.into_iter().map(|d| (path.to_string(), d)));
+            facts.push(left);
+        }
+        let package: Vec<crate::PackageFile<'_>> = files
+            .iter()
+            .zip(&facts)
+            .map(|((path, _), facts)| crate::PackageFile {
+                path: std::path::Path::new(path),
+                shown: path,
+                facts,
+            })
+            .collect();
+        for ((path, _), found) in files.iter().zip(crate::package_findings(&package, None)) {
+            out.extend(found.into_iter().map(|d| (path.to_string(), d)));
+        }
+        out.retain(|(_, d)| d.rule == rule);
+        out.sort_by_key(|(path, d)| (path.clone(), d.start));
+        out
+    }
+
+    /// Where `rule` fires in a package of `files`: (path, line) of each finding.
+    pub(crate) fn package_hits(rule: &str, files: &[(&str, &str)]) -> Vec<(String, usize)> {
+        package_findings(rule, files)
+            .into_iter()
+            .map(|(path, d)| (path, d.start.line))
             .collect()
     }
 

@@ -5,7 +5,11 @@
 
 use std::path::Path;
 
-use gpuscope_lint::{Diagnostic, Level, Levels, SourceError, lint_source};
+use std::collections::HashMap;
+
+use gpuscope_lint::{
+    Diagnostic, FileFacts, Level, Levels, SourceError, lint_source, lint_source_in_package,
+};
 
 /// A finding as printed: positions resolved (1-based line and column, in characters), owned
 /// text, and the source line it starts on (so that the file's text need not be kept).
@@ -93,14 +97,29 @@ pub fn file_error(
     }
 }
 
-/// Lints the file at `path` at `levels`, reading at most `max_bytes`.
-pub fn lint_path(path: &Path, levels: &Levels, max_bytes: u64) -> FileReport {
+/// What linting a file of a package leaves for the package's other files, with the
+/// source lines where those may report.
+#[derive(Debug)]
+pub struct Left {
+    pub facts: FileFacts,
+    pub lines: HashMap<usize, String>,
+}
+
+/// Lints the file at `path` at `levels`, reading at most `max_bytes`; as a file of a
+/// package (`in_package`), also what that leaves for the package's other files.
+pub fn lint_path(
+    path: &Path,
+    levels: &Levels,
+    max_bytes: u64,
+    in_package: bool,
+) -> (FileReport, Option<Left>) {
     let file = display_path(path);
-    let diags = match read(path, &file, max_bytes) {
-        Ok(source) => lint_text(&file, &source, levels),
-        Err(diag) => vec![*diag],
+    let (diags, left) = match read(path, &file, max_bytes) {
+        Ok(source) if in_package => lint_text_in_package(&file, &source, levels),
+        Ok(source) => (lint_text(&file, &source, levels), None),
+        Err(diag) => (vec![*diag], None),
     };
-    FileReport { file, diags }
+    (FileReport { file, diags }, left)
 }
 
 /// The file's text, or the error saying why it is not linted.
@@ -146,36 +165,75 @@ fn read(path: &Path, file: &str, max_bytes: u64) -> Result<String, Box<Diag>> {
     })
 }
 
+/// A finding as printed, `source_line` the text of its line.
+pub fn diag(d: Diagnostic, source_line: String) -> Diag {
+    Diag {
+        rule: d.rule,
+        level: d.level,
+        line: d.start.line,
+        column: d.start.column,
+        end_line: d.end.line,
+        end_column: d.end.column,
+        source_line,
+        message: d.message,
+        help: d.help,
+        note: d.note,
+    }
+}
+
+/// The text of line `n` (1-based) of `source`.
+fn line_of(source: &str, n: usize) -> String {
+    source
+        .lines()
+        .nth(n.saturating_sub(1))
+        .unwrap_or("")
+        .to_owned()
+}
+
 /// Lints `source`, the text of `file`.
 pub fn lint_text(file: &str, source: &str, levels: &Levels) -> Vec<Diag> {
-    let line_of = |n: usize| {
-        source
-            .lines()
-            .nth(n.saturating_sub(1))
-            .unwrap_or("")
-            .to_owned()
-    };
     match lint_source(source, levels) {
         Ok(found) => found
             .into_iter()
-            .map(|d: Diagnostic| Diag {
-                rule: d.rule,
-                level: d.level,
-                line: d.start.line,
-                column: d.start.column,
-                end_line: d.end.line,
-                end_column: d.end.column,
-                source_line: line_of(d.start.line),
-                message: d.message,
-                help: d.help,
-                note: d.note,
+            .map(|d| {
+                let line = line_of(source, d.start.line);
+                diag(d, line)
             })
             .collect(),
-        Err(SourceError::Parse {
+        Err(e) => source_error(file, source, e),
+    }
+}
+
+/// [`lint_text`] for a file of a package, and what it leaves for the package's other files.
+fn lint_text_in_package(file: &str, source: &str, levels: &Levels) -> (Vec<Diag>, Option<Left>) {
+    match lint_source_in_package(source, levels) {
+        Ok((found, facts)) => {
+            let diags = found
+                .into_iter()
+                .map(|d| {
+                    let line = line_of(source, d.start.line);
+                    diag(d, line)
+                })
+                .collect();
+            let lines = facts
+                .read_lines()
+                .map(|n| (n, line_of(source, n)))
+                .collect();
+            (diags, Some(Left { facts, lines }))
+        }
+        Err(e) => (source_error(file, source, e), None),
+    }
+}
+
+/// Why `source`, the text of `file`, was not linted, as a diagnostic.
+fn source_error(file: &str, source: &str, error: SourceError) -> Vec<Diag> {
+    let line_of = |n: usize| line_of(source, n);
+    match error {
+        SourceError::Parse {
             start,
             end,
             message,
-        }) => vec![Diag {
+        } => vec![Diag {
             end_line: end.line,
             end_column: end.column,
             ..file_error(
@@ -186,7 +244,7 @@ pub fn lint_text(file: &str, source: &str, levels: &Levels) -> Vec<Diag> {
                 line_of(start.line),
             )
         }],
-        Err(e @ SourceError::TooDeep { at, .. }) => vec![file_error(
+        e @ SourceError::TooDeep { at, .. } => vec![file_error(
             "too_deep",
             Some((at.line, at.column)),
             format!("`{file}` {e}"),

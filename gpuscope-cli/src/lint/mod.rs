@@ -14,16 +14,23 @@
 //!   with a stack deep enough for any input; output is in path order whatever the thread
 //!   count, and streamed, so memory holds a few files at a time.
 //!
+//! - The files of one package (a directory `D` with `D/src/lib.rs`, `D/src/main.rs` or
+//!   `D/src/bin/` files among those linted, and every file under `D`) are linted together
+//!   where `item_in_hot_loop` is on: a read in a helper of one file that a loop of another
+//!   repeats through calls is reported too.
+//!
 //! Where things live: `args.rs` (the command line), `settings.rs` (levels per file:
-//! config and flags), `files.rs` (walking), `check.rs` (one file, every outcome a
-//! diagnostic), `run.rs` (threads, order), `output/` (text, JSON, SARIF), `cargo_args.rs`
-//! (`cargo gpuscope` argument rewriting).
+//! config and flags), `files.rs` (walking), `packages.rs` (the packages linted together),
+//! `check.rs` (one file, every outcome a diagnostic), `run.rs` (threads, order, a package's
+//! findings across files), `output/` (text, JSON, SARIF), `cargo_args.rs` (`cargo gpuscope`
+//! argument rewriting).
 
 mod args;
 mod cargo_args;
 mod check;
 mod files;
 mod output;
+mod packages;
 mod run;
 mod settings;
 
@@ -68,12 +75,14 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         )));
     }
     let inputs = files::collect(&args.paths);
+    let packages = packages::group(&inputs, &settings);
     let mut out = output::for_format(args.format, args.color, &settings.global());
     let mut failed = false;
     let mut written = Ok(());
     run::lint_all(
         &inputs,
         &settings,
+        &packages,
         args.jobs.map(usize::from),
         args.max_file_size << 20,
         |report| {

@@ -20,7 +20,7 @@ mod types;
 mod value;
 
 pub(crate) use env::Env;
-pub(crate) use file_index::{Adt, FileIndex};
+pub(crate) use file_index::FileIndex;
 pub(crate) use placement::MOVES;
 pub(crate) use types::{Kind, Types};
 pub(crate) use value::{Graph, Value};

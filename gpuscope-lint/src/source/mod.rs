@@ -21,8 +21,9 @@ use std::str::FromStr;
 
 use proc_macro2::TokenStream;
 
-use crate::entry::lint_file_at_lines;
+use crate::entry::{lint_file_at_lines, lint_file_in_package};
 use crate::finding::{Diagnostic, Finding, Position};
+use crate::package::FileFacts;
 use crate::{Levels, lint_file};
 
 use triggers::{Triggers, Walk};
@@ -96,6 +97,18 @@ pub fn lint_source(source: &str, levels: &Levels) -> Result<Vec<Diagnostic>, Sou
 }
 
 fn lint_tokens(source: &str, levels: &Levels) -> Result<Vec<Diagnostic>, SourceError> {
+    let (file, walk) = parse(source, levels)?;
+    let findings = match walk {
+        None | Some(Walk::Everything) => lint_file(&file, levels),
+        Some(Walk::Lines(lines)) => lint_file_at_lines(&file, levels, &lines),
+        Some(Walk::Nothing) => without_triggers(&file, levels),
+    };
+    Ok(findings.into_iter().map(Diagnostic::resolve).collect())
+}
+
+/// The syntax tree of `source`, and which of its functions the rules enabled at `levels`
+/// need to walk (`None`: all of them, as some rule has no trigger words).
+fn parse(source: &str, levels: &Levels) -> Result<(syn::File, Option<Walk>), SourceError> {
     let text = without_shebang(source.strip_prefix('\u{feff}').unwrap_or(source));
     let tokens = TokenStream::from_str(&text).map_err(|e| {
         let span = e.span();
@@ -139,12 +152,39 @@ fn lint_tokens(source: &str, levels: &Levels) -> Result<Vec<Diagnostic>, SourceE
                 message: e.to_string(),
             })?,
     };
-    let findings = match triggers.map(|t| t.walk(&text)) {
-        None | Some(Walk::Everything) => lint_file(&file, levels),
-        Some(Walk::Lines(lines)) => lint_file_at_lines(&file, levels, &lines),
-        Some(Walk::Nothing) => without_triggers(&file, levels),
-    };
-    Ok(findings.into_iter().map(Diagnostic::resolve).collect())
+    let walk = triggers.map(|t| t.walk(&text));
+    Ok((file, walk))
+}
+
+/// [`lint_source`] for a file of a crate whose other files are linted too: also what
+/// [`package_findings`](crate::package_findings) needs of the file to find the reads that
+/// callers in the crate's other files repeat (`item_in_hot_loop`'s callers' loops across
+/// files). The findings it returns are those [`lint_source`] returns.
+///
+/// # Errors
+/// As [`lint_source`].
+pub fn lint_source_in_package(
+    source: &str,
+    levels: &Levels,
+) -> Result<(Vec<Diagnostic>, FileFacts), SourceError> {
+    let result = parse(source, levels).map(|(file, walk)| {
+        let (findings, deferred, calls) = match walk {
+            None | Some(Walk::Everything) => lint_file_in_package(&file, levels, None, true),
+            Some(Walk::Lines(lines)) => lint_file_in_package(&file, levels, Some(&lines), true),
+            Some(Walk::Nothing) => {
+                let found = lint_file_in_package(&file, levels, None, cfg!(debug_assertions));
+                debug_assert!(
+                    found.0.is_empty() && found.1.is_empty(),
+                    "a finding in a file without any of the trigger words of the rules enabled"
+                );
+                found
+            }
+        };
+        let diagnostics = findings.into_iter().map(Diagnostic::resolve).collect();
+        (diagnostics, FileFacts::new(calls, deferred))
+    });
+    proc_macro2::extra::invalidate_current_thread_spans();
+    result
 }
 
 /// The upper estimate of how deep a syntax tree parsed from `source` nests, as

@@ -94,27 +94,6 @@ pub(super) fn bounded_frames(
     out
 }
 
-/// Whether `cond` is a debug switch, or has one in a conjunction: a constant
-/// (`if DEBUG_VAE && ..`), `tracing::enabled!(..)`, `log_enabled!(..)` or `cfg!(..)`. What it
-/// guards runs only while debugging.
-pub(super) fn debug_switch(cond: &Expr, consts: &FxHashSet<String>) -> bool {
-    match strip(cond) {
-        Expr::Binary(b) if matches!(b.op, BinOp::And(_)) => {
-            debug_switch(&b.left, consts) || debug_switch(&b.right, consts)
-        }
-        Expr::Path(p) if p.qself.is_none() => p.path.get_ident().is_some_and(|name| {
-            let name = name.to_string();
-            consts.contains(&name) || is_screaming_case(&name)
-        }),
-        Expr::Macro(m) => {
-            m.mac.path.segments.last().is_some_and(|s| {
-                s.ident == "enabled" || s.ident == "log_enabled" || s.ident == "cfg"
-            })
-        }
-        _ => false,
-    }
-}
-
 /// The index a `for` pattern binds where every iteration gives a new one.
 fn index_of(pat: &Pat, iter: &Expr) -> Option<String> {
     let mut e = strip(iter);

@@ -15,7 +15,9 @@ use syn::{Attribute, Block, Expr, FnArg, Pat, ReceiverKind, Stmt};
 
 use crate::attrs::levels_of;
 use crate::check::{Loop, LoopBody};
-use crate::context::{Callers, Cx, FnState, LoopFrame, NoGrad, Sink, span_range};
+use crate::context::{
+    Callers, Cx, Deferred, FileCallsOf, FnState, LoopFrame, NoGrad, Sink, span_range,
+};
 use crate::fn_facts::{FnFacts, trains, trains_expr};
 use crate::infer::{Env, FileIndex, Types, Value};
 use crate::rules::CHECKS;
@@ -28,6 +30,7 @@ use crate::{Finding, FnContext, Levels, UNKNOWN_RULE};
 mod bind;
 mod bounded;
 mod calls;
+mod switches;
 
 /// Expressions nested deeper than this are not walked.
 pub(crate) const MAX_DEPTH: usize = 2_000;
@@ -50,7 +53,7 @@ impl<'i> Walker<'i> {
             cx: Cx {
                 env: Env::new(Types::new(index, None)),
                 f: FnState::default(),
-                callers: Callers::new(calls::called_in),
+                callers: Callers::new(calls::file_calls),
             },
             sink: Sink::new(levels),
             depth: 0,
@@ -66,6 +69,20 @@ impl<'i> Walker<'i> {
 
     pub(crate) fn finish(self) -> Vec<Finding> {
         self.sink.into_findings()
+    }
+
+    /// Lets the rules leave reads for the callers in the crate's other files to decide.
+    pub(crate) fn in_package(&mut self) {
+        self.cx.callers.package = true;
+    }
+
+    /// The findings, the findings left for the crate's other files, and what the file
+    /// defines and calls.
+    pub(crate) fn finish_package(self) -> (Vec<Finding>, Vec<Deferred>, FileCallsOf) {
+        let index = self.cx.index();
+        let calls = self.cx.callers.take_calls(index);
+        let (findings, deferred) = self.sink.into_parts();
+        (findings, deferred, calls)
     }
 
     /// Applies the levels of `attrs` while `walk` runs; reports their errors.
@@ -292,12 +309,7 @@ impl<'ast> Visit<'ast> for Walker<'_> {
     }
 
     fn visit_expr_if(&mut self, e: &'ast syn::ExprIf) {
-        let debug = usize::from(bounded::debug_switch(&e.cond, &self.cx.index().consts));
-        // `if DEBUG && let Ok(v) = x.to_vec1::<f32>() { .. }`: the rest of the condition runs
-        // only while debugging too.
-        let gated = usize::from(matches!(&*e.cond, syn::Expr::Binary(b)
-            if matches!(b.op, syn::BinOp::And(_))
-                && bounded::debug_switch(&b.left, &self.cx.index().consts)));
+        let (debug, gated) = switches::of_if(&e.cond, &self.cx.index().consts, &self.cx.f.switches);
         self.cx.f.debugging += gated;
         self.visit_expr(&e.cond);
         self.cx.f.debugging -= gated;
@@ -388,6 +400,14 @@ impl<'ast> Visit<'ast> for Walker<'_> {
         if let Some(init) = init {
             self.note_param_places(&local.pat, &init.expr);
         }
+        // `let debug = std::env::var_os("X_DEBUG").is_some();`: `debug` is a debug switch.
+        let consts = &self.cx.index().consts;
+        switches::bind(
+            &mut self.cx.f.switches,
+            &local.pat,
+            init.map(|i| &*i.expr),
+            consts,
+        );
         // `let mut guard = CACHE.lock().unwrap();`: `guard` now refers into the static.
         let pat = match &local.pat {
             Pat::Type(t) => &*t.pat,

@@ -5,7 +5,7 @@
 use syn::Expr;
 
 use crate::check::{Check, Trigger};
-use crate::context::{CalledIn, Cx, Sink};
+use crate::context::{CalledIn, Cx, Fate, Sink};
 use crate::frameworks::Used;
 use crate::infer::{Kind, MOVES, Value};
 use crate::syntax::show;
@@ -33,11 +33,13 @@ and `to_f64_vec()` (gpuscope), `to_scalar`, `to_vec0` to `to_vec3` (candle),
 (`f64::try_from(&t)`, `Vec::<f32>::try_from(&t)`, `f32::from(&t)`), each for the libraries
 the file names (all of them where it names none).
 
-Loops of the callers count too, in the same file: a read in a helper that a loop calls
+Loops of the callers count too, in the same file and, where `gpuscope lint` lints a crate's
+files together, in its other files: a read in a helper that a loop calls
 (`fn train_on_batch(..) { .. loss.to_vec0::<f32>()? .. }` called every batch of every epoch,
 or a `clip_gradients` reading each parameter's norm in its own loop and called once per
-step) is reported at the read, once, with a note naming the call and its loops. Loops add
-up along calls (up to four deep), so a read repeated by any two loops is found.
+step by a training loop in `main.rs`) is reported at the read, once, with a note naming the
+call and where it is. Loops add up along calls (up to four deep), so a read repeated by any
+two loops is found.
 
 ### Why is this bad
 Each call copies a value to the host and waits for the device to finish everything queued
@@ -93,21 +95,35 @@ fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
   not reported. `if step % 100 == 0` still is (it repeats, if less often), and so is
   `if step < 1000` (a thousand waits); a constant's value is not read, so
   `if step < WARMUP` is taken as a bound, whatever `WARMUP` is.
-- Callers are followed within the file only, and calls are resolved by name:
-  `helper(..)` where the file defines one function of that name (a name it defines twice,
-  in two modules, is not followed), `self.name(..)`, `Self::name(..)` and `Type::name(..)`
-  to the one method of that name in the file's impls of the type, and `x.name(..)` where
-  `x`'s type shows in the file (a parameter or field of that type, `let x = Type::new(..)`)
-  or `x` is named as the type is (`trainer` for `Trainer`). A trait method called on a
-  value of another type, a closure stored and called later, a function passed as a value,
-  and a function calling itself are not followed. A loop over an array literal, a constant
-  (`for t in TEMPERATURES.iter()`) or a range to a literal of at most 64 does not count
-  around a call (parameter sweeps and retries), nor does a loop that spawns a thread
-  running the call. A read under a debug switch (`if DEBUG && ..`,
-  `if tracing::enabled!(..)`) counts only its own function's loops. A retry loop of
-  another shape (`loop { match train(..) { Ok(m) => break m, .. } }`,
-  `for attempt in 0..MAX_ATTEMPTS`) counts as a loop, and a read of a tensor that another
-  function put on the CPU is reported, as it is in the loop itself.
+- Callers are followed in the file and in the other files of its crate (the files
+  `gpuscope lint` is given of one package: `src/lib.rs` and `src/main.rs` with the modules
+  their `mod` declarations reach, each `src/bin/`, `tests/`, `examples/` and `benches/`
+  crate, the library reached from those by its name), and calls are resolved by name. In
+  the file: `helper(..)` where the file defines one function of that name, `self.name(..)`,
+  `Self::name(..)` and `Type::name(..)` to the one method of that name in the file's impls
+  of the type, and `x.name(..)` where `x`'s type shows in the file (a parameter or field of
+  that type, `let x = Type::new(..)`, a tuple variant's field bound by a pattern,
+  `Inner::Gpu(net)`, behind `Box`, `Rc` or `Arc`) or `x` is named as the type is
+  (`trainer` for `Trainer`). Across files: `helper(..)` defined in the caller's module, or
+  brought in by a `use` of it or a glob import (`use crate::optim::*`), `module::helper(..)`
+  through the module path (`crate::`, `super::`, a `use`d module, a child module), and
+  methods as in the file, of a type the caller's file defines or imports from the package (a
+  type of another crate with the same name, `candle_nn::Linear`, is not followed); a name the
+  crate defines twice at the same path is not followed, nor is a file no `mod` declaration
+  reaches. A trait method called on a value of another type or through a generic, a closure
+  stored and called later, a function passed as a value, a function calling itself, and a
+  crate that is not the package's are not followed. A loop over an array literal, a
+  constant (`for t in TEMPERATURES.iter()`) or a range to a literal of at most 64 does not
+  count around a call (parameter sweeps and retries), nor does a loop that spawns a thread
+  or task running the call (`spawn`, `spawn_blocking`, ..). A read under a debug switch
+  (`if DEBUG && ..`, `if tracing::enabled!(..)`, `if VERBOSE.load(..)`, an environment
+  variable read, `is_enabled()`, or a local bound to one of those) counts only its own
+  function's loops, and a call under one passes no loops on. A retry loop of another shape
+  (`loop { match train(..) { Ok(m) => break m, .. } }`, `for attempt in 0..MAX_ATTEMPTS`)
+  counts as a loop, and a read of a tensor that another function put on the CPU is
+  reported, as it is in the loop itself: across files, a CPU-only evaluator (an ONNX
+  interpreter making its constants on `Device::Cpu`) repeated by loops of its callers is
+  reported.
 "#;
 
 /// Reads whose name is also a method of ordinary types: reported only with a turbofish
@@ -153,8 +169,8 @@ impl Check for ItemInHotLoop {
         let Expr::MethodCall(call) = e else { return };
         if let Some(read) = data_read_by_its_use(call, cx) {
             // Loops last: the callers' are looked for only for a read.
-            if let Some(via) = (!cx.f.burn_cpu).then(|| cx.repeated()).flatten() {
-                emit(read, via, sink);
+            if let Some(fate) = (!cx.f.burn_cpu).then(|| cx.fate()).flatten() {
+                emit(read, fate, cx, sink);
             }
             return;
         }
@@ -173,22 +189,44 @@ impl Check for ItemInHotLoop {
         {
             return;
         }
-        if let Some(via) = cx.repeated() {
-            emit(call, via, sink);
+        if let Some(fate) = cx.fate() {
+            emit(call, fate, cx, sink);
         }
     }
 }
 
 /// Reports the read `call` (a method call to the host) in an inner loop, or in a function
-/// that a call in an inner loop (`via`) repeats.
-fn emit(call: &syn::ExprMethodCall, via: Option<&CalledIn>, sink: &mut Sink) {
+/// that a call in an inner loop repeats (`fate`).
+fn emit(call: &syn::ExprMethodCall, fate: Fate<'_>, cx: &Cx<'_>, sink: &mut Sink) {
     let method = call.method.to_string();
     let value = show(&call.receiver);
     let args = if call.args.is_empty() { "" } else { ".." };
     let read = format!("`{value}.{method}({args})`");
     let once = format!("call `.{method}({args})` once after the inner loop");
-    let (message, help, note) = texts(&read, &once, via);
-    sink.emit(&RULE, call, message, help, note);
+    report(call, read, once, fate, cx, sink);
+}
+
+/// Reports the read `at`, shown `read`, `once` saying how to read once instead: now, where
+/// its loops or its callers' in the file repeat it, or once the callers in the crate's
+/// other files are known.
+fn report(
+    at: &impl quote::ToTokens,
+    read: String,
+    once: String,
+    fate: Fate<'_>,
+    cx: &Cx<'_>,
+    sink: &mut Sink,
+) {
+    match fate {
+        Fate::Now(via) => {
+            let (message, help, note) = texts(&read, &once, via);
+            sink.emit(&RULE, at, message, help, note);
+        }
+        Fate::Later(own) => {
+            let texts = Box::new(move |via: &CalledIn| texts(&read, &once, Some(via)));
+            sink.defer(&RULE, at, (cx.f.body, own), texts);
+        }
+    }
 }
 
 /// The message, help and note of a finding on `read` (shown), `once` saying how to read
@@ -202,15 +240,18 @@ fn texts(read: &str, once: &str, via: Option<&CalledIn>) -> (String, String, Opt
         return (message, help, None);
     };
     let message = format!(
-        "{read} runs in an inner loop through `{}` (line {}): it copies to the host and waits for the device on every iteration",
-        via.call, via.line
+        "{read} runs in an inner loop through `{}` ({}): it copies to the host and waits for the device on every iteration",
+        via.call,
+        via.place()
     );
     let plural = |n: usize| if n == 1 { "loop" } else { "loops" };
     let repeat = |n: usize| if n == 1 { "repeats" } else { "repeat" };
     let (around, more) = (via.around_call, via.caller_loops);
     let mut note = format!(
-        "`{}` at line {} (in `{}`) calls this function",
-        via.call, via.line, via.caller
+        "`{}` at {} (in `{}`) calls this function",
+        via.call,
+        via.place(),
+        via.caller
     );
     if around > 0 {
         note.push_str(&format!(" inside {around} {}", plural(around)));
@@ -227,6 +268,9 @@ fn texts(read: &str, once: &str, via: Option<&CalledIn>) -> (String, String, Opt
             ", and `{}` is itself called inside {more} more",
             via.caller
         )),
+    }
+    if let Some((call, place)) = &via.by {
+        note.push_str(&format!(" (through `{call}` at {place})"));
     }
     (message, help, Some(note))
 }
@@ -314,10 +358,10 @@ fn conversion(call: &syn::ExprCall, e: &Expr, cx: &Cx<'_>, sink: &mut Sink) {
     if value.kind != Kind::Device || on_the_cpu(arg, &value, cx) {
         return;
     }
-    let Some(via) = cx.repeated() else { return };
+    let Some(fate) = cx.fate() else { return };
     let shown = format!("`{}::{conv}({})`", show_type(segments), show(arg));
-    let (message, help, note) = texts(&shown, "convert once after the inner loop", via);
-    sink.emit(&RULE, e, message, help, note);
+    let once = "convert once after the inner loop".to_owned();
+    report(e, shown, once, fate, cx, sink);
 }
 
 /// The type of a conversion's path, `f64` or `Vec::<f32>`.

@@ -3,6 +3,7 @@
 use crate::testing::hits;
 
 mod calls;
+mod files;
 
 const RULE: &str = "item_in_hot_loop";
 

@@ -1,57 +1,119 @@
-//! The file's functions (nested ones where a body's statement declares them), and the
-//! resolution of a call's name to one of them (`walk/calls/mod.rs` says which calls
-//! resolve); the types of struct fields come from the file index (`FileIndex::adts`).
+//! What a file declares, as the callers' passes need it (`callgraph`'s plain data): its
+//! functions (nested ones where a body's statement declares them) with their bodies, its
+//! structs' and enums' fields, its `use`s and its `mod name;` declarations, each with the
+//! inline modules around it.
 
-use rustc_hash::FxHashMap;
-
-use syn::Block;
-
-use crate::infer::Adt;
 use syn::visit::{self, Visit};
+use syn::{Block, UseTree};
 
-/// A function of the file.
-pub(super) struct FnItem<'a> {
-    pub(super) name: String,
-    /// Whether it is in an impl or a trait.
-    pub(super) method: bool,
-    /// The last segment of its impl's type (`Trainer` of `impl<B> Trainer<B>`).
-    pub(super) owner: Option<String>,
-    /// Its parameters whose type shows (`t: &mut Trainer`): name and type.
-    pub(super) params: FxHashMap<String, String>,
-    pub(super) body: Option<&'a Block>,
-}
+use crate::callgraph::{AdtDef, FnDef, ModDecl, TypePath, UseDef};
 
-/// Collects the file's functions (nested ones included).
+/// Pointers a method call sees through: `Box<Network>`'s methods are `Network`'s.
+const POINTERS: &[&str] = &["Box", "Rc", "Arc"];
+
+/// Collects what a file declares.
 #[derive(Default)]
 pub(super) struct Items<'a> {
-    pub(super) fns: Vec<FnItem<'a>>,
+    pub(super) fns: Vec<FnDef>,
+    /// Each function's body, by the function's index.
+    pub(super) bodies: Vec<Option<&'a Block>>,
+    pub(super) adts: Vec<AdtDef>,
+    pub(super) uses: Vec<UseDef>,
+    pub(super) mods: Vec<ModDecl>,
     /// The impl or trait around: its type (none for a trait).
     within: Option<Option<String>>,
+    /// The inline modules around.
+    module: Vec<String>,
+    /// How many function bodies are around.
+    nested: usize,
 }
 
 impl<'a> Items<'a> {
     fn push(&mut self, sig: &syn::Signature, body: Option<&'a Block>) {
-        let mut params = FxHashMap::default();
+        let mut params = rustc_hash::FxHashMap::default();
         for input in &sig.inputs {
             if let syn::FnArg::Typed(arg) = input {
-                if let (syn::Pat::Ident(p), Some(ty)) = (&*arg.pat, type_name(&arg.ty)) {
+                if let (syn::Pat::Ident(p), Some(ty)) = (&*arg.pat, type_path(&arg.ty)) {
                     params.insert(p.ident.to_string(), ty);
                 }
             }
         }
-        self.fns.push(FnItem {
+        self.fns.push(FnDef {
             name: sig.ident.to_string(),
             method: self.within.is_some(),
             owner: self.within.clone().flatten(),
+            module: self.module.clone(),
+            nested: self.nested > 0,
             params,
-            body,
+            body: body.is_some(),
         });
+        self.bodies.push(body);
         // Functions nested in a body are free functions.
         let saved = self.within.take();
         if let Some(body) = body {
+            self.nested += 1;
             self.visit_block(body);
+            self.nested -= 1;
         }
         self.within = saved;
+    }
+
+    fn add_uses(&mut self, tree: &UseTree, prefix: &mut Vec<String>) {
+        let module = self.module.clone();
+        let mut add = |alias: Option<String>, path: Vec<String>| {
+            if alias.as_deref() != Some("_") {
+                self.uses.push(UseDef {
+                    module: module.clone(),
+                    alias,
+                    path,
+                });
+            }
+        };
+        match tree {
+            UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.add_uses(&p.tree, prefix);
+                prefix.pop();
+            }
+            UseTree::Name(n) if n.ident == "self" => {
+                if let Some(last) = prefix.last() {
+                    add(Some(last.clone()), prefix.clone());
+                }
+            }
+            UseTree::Name(n) => {
+                let name = n.ident.to_string();
+                add(Some(name.clone()), [prefix.as_slice(), &[name]].concat());
+            }
+            UseTree::Rename(r) => {
+                let path = [prefix.as_slice(), &[r.ident.to_string()]].concat();
+                let path = if r.ident == "self" {
+                    prefix.clone()
+                } else {
+                    path
+                };
+                add(Some(r.rename.to_string()), path);
+            }
+            UseTree::Glob(_) => add(None, prefix.clone()),
+            UseTree::Group(g) => {
+                for tree in &g.items {
+                    self.add_uses(tree, prefix);
+                }
+            }
+        }
+    }
+
+    fn add_adt<'f>(&mut self, name: &syn::Ident, fields: impl Iterator<Item = &'f syn::Field>) {
+        let mut adt = AdtDef {
+            name: name.to_string(),
+            module: self.module.clone(),
+            ..AdtDef::default()
+        };
+        for field in fields {
+            if let Some(ident) = &field.ident {
+                adt.fields.push((ident.to_string(), type_path(&field.ty)));
+            }
+        }
+        self.adts.push(adt);
     }
 }
 
@@ -72,7 +134,8 @@ impl<'a> Visit<'a> for Items<'a> {
     }
 
     fn visit_item_impl(&mut self, item: &'a syn::ItemImpl) {
-        let saved = self.within.replace(type_name(&item.self_ty));
+        let owner = type_path(&item.self_ty).and_then(|p| p.last().cloned());
+        let saved = self.within.replace(owner);
         visit::visit_item_impl(self, item);
         self.within = saved;
     }
@@ -82,74 +145,84 @@ impl<'a> Visit<'a> for Items<'a> {
         visit::visit_item_trait(self, item);
         self.within = saved;
     }
+
+    fn visit_item_mod(&mut self, item: &'a syn::ItemMod) {
+        let name = item.ident.to_string();
+        if item.content.is_none() {
+            if self.nested == 0 {
+                let path = item.attrs.iter().find_map(|attr| match &attr.meta {
+                    syn::Meta::NameValue(nv) if nv.path.is_ident("path") => match &nv.value {
+                        syn::Expr::Lit(syn::ExprLit {
+                            lit: syn::Lit::Str(s),
+                            ..
+                        }) => Some(s.value()),
+                        _ => None,
+                    },
+                    _ => None,
+                });
+                self.mods.push(ModDecl {
+                    module: self.module.clone(),
+                    name,
+                    path,
+                });
+            }
+            return;
+        }
+        self.module.push(name);
+        visit::visit_item_mod(self, item);
+        self.module.pop();
+    }
+
+    fn visit_item_use(&mut self, item: &'a syn::ItemUse) {
+        self.add_uses(&item.tree, &mut Vec::new());
+    }
+
+    fn visit_item_struct(&mut self, item: &'a syn::ItemStruct) {
+        self.add_adt(&item.ident, item.fields.iter());
+    }
+
+    fn visit_item_enum(&mut self, item: &'a syn::ItemEnum) {
+        self.add_adt(
+            &item.ident,
+            item.variants.iter().flat_map(|v| v.fields.iter()),
+        );
+        let Some(adt) = self.adts.last_mut() else {
+            return;
+        };
+        for variant in &item.variants {
+            if let syn::Fields::Unnamed(fields) = &variant.fields {
+                let types = fields.unnamed.iter().map(|f| type_path(&f.ty)).collect();
+                adt.variants.push((variant.ident.to_string(), types));
+            }
+        }
+    }
 }
 
-/// The last segment of a type's path, behind references (`Trainer` of `&mut Trainer<B>`).
-pub(super) fn type_name(ty: &syn::Type) -> Option<String> {
+/// A type's path without generics, behind references and [`POINTERS`]
+/// (`cuda::CudaNetwork` of `&mut Box<cuda::CudaNetwork>`).
+pub(super) fn type_path(ty: &syn::Type) -> Option<TypePath> {
     match ty {
-        syn::Type::Reference(r) => type_name(&r.elem),
-        syn::Type::Paren(p) => type_name(&p.elem),
-        syn::Type::Group(g) => type_name(&g.elem),
+        syn::Type::Reference(r) => type_path(&r.elem),
+        syn::Type::Paren(p) => type_path(&p.elem),
+        syn::Type::Group(g) => type_path(&g.elem),
         syn::Type::Path(p) if p.qself.is_none() => {
-            p.path.segments.last().map(|s| s.ident.to_string())
+            let last = p.path.segments.last()?;
+            if POINTERS.iter().any(|ptr| last.ident == ptr) {
+                if let syn::PathArguments::AngleBracketed(args) = &last.arguments {
+                    if let [syn::GenericArgument::Type(inner)] =
+                        args.args.iter().collect::<Vec<_>>().as_slice()
+                    {
+                        return type_path(inner);
+                    }
+                }
+            }
+            Some(path_of(&p.path))
         }
         _ => None,
     }
 }
 
-/// The file's functions by name.
-pub(super) struct Table<'t, 'a> {
-    pub(super) fns: &'t [FnItem<'a>],
-    by_name: FxHashMap<&'t str, Vec<usize>>,
-    adts: &'t FxHashMap<String, Adt>,
-}
-
-impl<'t, 'a> Table<'t, 'a> {
-    pub(super) fn new(fns: &'t [FnItem<'a>], adts: &'t FxHashMap<String, Adt>) -> Self {
-        let mut by_name: FxHashMap<&str, Vec<usize>> = FxHashMap::default();
-        for (i, f) in fns.iter().enumerate() {
-            by_name.entry(f.name.as_str()).or_default().push(i);
-        }
-        Table { fns, by_name, adts }
-    }
-
-    /// The function a call `name(..)` makes: the file's only function of that name.
-    pub(super) fn free(&self, name: &str) -> Option<usize> {
-        match self.by_name.get(name)?.as_slice() {
-            &[i] if !self.fns[i].method && self.fns[i].body.is_some() => Some(i),
-            _ => None,
-        }
-    }
-
-    /// The one method `name` of the impls of `owner`.
-    pub(super) fn method_of(&self, owner: &str, name: &str) -> Option<usize> {
-        self.one(name, |o| o == owner)
-    }
-
-    /// The one method `name` of the impls of a type named as `receiver` is (`Trainer` for
-    /// `trainer`, `TrainingStep` for `training_step`).
-    pub(super) fn method_named_like(&self, receiver: &str, name: &str) -> Option<usize> {
-        let plain = |s: &str| s.replace('_', "").to_ascii_lowercase();
-        let receiver = plain(receiver);
-        self.one(name, |o| plain(o) == receiver)
-    }
-
-    fn one(&self, name: &str, owner: impl Fn(&str) -> bool) -> Option<usize> {
-        let mut found = self.by_name.get(name)?.iter().copied().filter(|&i| {
-            self.fns[i].owner.as_deref().is_some_and(&owner) && self.fns[i].body.is_some()
-        });
-        let first = found.next()?;
-        found.next().is_none().then_some(first)
-    }
-
-    /// The type of field `field` of the file's struct `ty`.
-    pub(super) fn field_type(&self, ty: &str, field: &str) -> Option<String> {
-        let (_, ty) = self
-            .adts
-            .get(ty)?
-            .fields
-            .iter()
-            .find(|(name, _)| name.as_deref() == Some(field))?;
-        type_name(ty)
-    }
+/// A path's segments' names.
+pub(super) fn path_of(path: &syn::Path) -> TypePath {
+    path.segments.iter().map(|s| s.ident.to_string()).collect()
 }

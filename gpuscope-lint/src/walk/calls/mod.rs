@@ -1,125 +1,91 @@
-//! Which loops of its callers in the same file repeat each function: a pass over the file,
-//! run the first time a rule asks (`Cx::repeated`, through the function the walker hands to
-//! `context::Callers`), giving every function body that is called inside a loop a
-//! [`CalledIn`].
+//! What a file's functions call, with the loops around each call: the plain data
+//! ([`FileCalls`]) that `callgraph` resolves, within the file (the first time a rule asks,
+//! `Cx::repeated`, through the function the walker hands to `context::Callers`) and across
+//! a crate's files.
 //!
-//! Calls are resolved by name, in the file only: `name(..)` to the file's one function of
-//! that name (no other function or method of the file has it), `self.name(..)`,
-//! `Self::name(..)` and `Type::name(..)` to the one method of that name in the file's impls
-//! of the type, and `x.name(..)` the same way where `x`'s type shows (a parameter, a field
-//! of a struct of the file, `let x = Type::new(..)`) or `x` is named as the type is
-//! (`training_step` for `TrainingStep`). A method of a trait called on a value of another
-//! type is not followed, nor is a name defined twice. A function calling itself does not
-//! count as repeating itself. Loops count as in the walk (`for`, `while`, `loop`,
-//! `for_each` closures, less those of which a bounded guard lets only a few iterations
-//! through: `walk/bounded.rs`), less loops over a fixed few items (an array literal, a
-//! constant, `0..4`) and loops spawning a thread that makes the call; they add up along
-//! chains of at most [`MAX_CHAIN`] calls.
+//! A call is kept with what it names as written (`callgraph::Callee`): a path, or a method
+//! with its receiver's type where it shows (`self`, a parameter or local of a declared or
+//! constructed type, a field of those, a tuple variant's field bound by a `match` arm or an
+//! `if let` pattern, `NetworkInner::Gpu(net)`) and its receiver's last name. Loops count as
+//! in the walk (`for`, `while`, `loop`, `for_each` closures, less those of which a bounded
+//! guard lets only a few iterations through: `walk/bounded.rs`), less loops over a fixed
+//! few items (an array literal, a constant, `0..4`) and loops spawning a thread that makes
+//! the call. `callgraph` adds them up along chains of at most `MAX_CHAIN` calls.
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use proc_macro2::{Delimiter, Spacing, TokenTree};
+use syn::parse::Parser;
 use syn::visit::{self, Visit};
 use syn::{Block, Expr, Pat};
 
-use super::bounded;
-use crate::context::{CalledIn, LoopFrame, span_range};
+use super::{bounded, switches};
+use crate::callgraph::{Callee, FileCalls, Site, TypeOf};
+use crate::context::{FileCallsOf, LoopFrame, span_range};
 use crate::infer::FileIndex;
-use crate::syntax::{is_screaming_case, pat_idents, show, strip, unwrapped};
+use crate::syntax::{expr_attrs, is_screaming_case, pat_idents, show, strip, unwrapped, with_text};
 
 mod items;
 
-use items::{FnItem, Items, Table, type_name};
+use items::{Items, path_of, type_path};
 
-/// The longest chain of calls through which loops add up.
-pub(crate) const MAX_CHAIN: usize = 4;
-
-/// Loops counted at most (two make code hot).
-const MAX_LOOPS: usize = 2;
-
-/// The [`CalledIn`] of every function body of `file` that its callers in the file repeat,
-/// by the body's address; `index` is what the file declares (its constants, for bounded
-/// guards; its structs' fields, for receivers' types).
-pub(super) fn called_in(file: &syn::File, index: &FileIndex) -> FxHashMap<usize, CalledIn> {
-    let consts = &index.consts;
+/// What `file` defines and calls, and each function's body address (0 for none); `index`
+/// is what the file declares (its constants, for bounded guards).
+pub(super) fn file_calls(file: &syn::File, index: &FileIndex) -> FileCallsOf {
     let mut items = Items::default();
     items.visit_file(file);
-    let fns = items.fns;
-    let table = Table::new(&fns, &index.adts);
     let mut sites = Vec::new();
-    for (me, f) in fns.iter().enumerate() {
-        let Some(body) = f.body else { continue };
+    for (me, body) in items.bodies.iter().enumerate() {
+        let Some(body) = body else { continue };
         let mut walk = Sites {
-            table: &table,
-            consts,
+            fns: &items.fns,
+            consts: &index.consts,
             me,
             loops: Vec::new(),
             locals: FxHashMap::default(),
+            switches: FxHashSet::default(),
+            debugging: 0,
             out: &mut sites,
         };
         walk.visit_block(body);
     }
-    let best = propagate(&fns, &sites);
-    fns.iter()
-        .zip(best)
-        .filter_map(|(f, best)| Some((f.body? as *const Block as usize, best?)))
-        .collect()
-}
-
-/// Adds up loops along calls, one more call of the chains each round.
-fn propagate(fns: &[FnItem<'_>], sites: &[Site]) -> Vec<Option<CalledIn>> {
-    let mut best: Vec<Option<CalledIn>> = vec![None; fns.len()];
-    for _ in 0..MAX_CHAIN {
-        let before = best.clone();
-        for site in sites {
-            let outer = before[site.caller].as_ref().map_or(0, |c| c.loops);
-            let loops = (site.around + outer).min(MAX_LOOPS);
-            if loops == 0 || best[site.callee].as_ref().is_some_and(|c| c.loops >= loops) {
-                continue;
-            }
-            best[site.callee] = Some(CalledIn {
-                loops,
-                around_call: site.around,
-                caller_loops: outer,
-                call: site.call.clone(),
-                caller: fns[site.caller].name.clone(),
-                line: site.line,
-            });
-        }
-        if before == best {
-            break;
-        }
+    let bodies = items
+        .bodies
+        .iter()
+        .map(|b| b.map_or(0, |b| b as *const Block as usize))
+        .collect();
+    FileCallsOf {
+        calls: FileCalls {
+            fns: items.fns,
+            adts: items.adts,
+            uses: items.uses,
+            mods: items.mods,
+            sites,
+        },
+        bodies,
     }
-    best
 }
 
-/// A call of a function of the file.
-struct Site {
-    caller: usize,
-    callee: usize,
-    /// Loops around the call that repeat it.
-    around: usize,
-    call: String,
-    line: usize,
-}
-
-/// Finds one function's calls of the file's functions, with the loops around each.
-struct Sites<'s, 't, 'a> {
-    table: &'s Table<'t, 'a>,
+/// Finds one function's calls, with the loops around each.
+struct Sites<'s> {
+    fns: &'s [crate::callgraph::FnDef],
     consts: &'s FxHashSet<String>,
     me: usize,
     loops: Vec<LoopFrame>,
     /// The types of the locals bound so far whose type shows (`let t = Trainer::new(..)`).
-    locals: FxHashMap<String, String>,
+    locals: FxHashMap<String, TypeOf>,
+    /// Locals bound to a debug switch (`let debug = std::env::var_os("X").is_some();`).
+    switches: FxHashSet<String>,
+    /// How many debug switches guard the code: calls there pass no loops on.
+    debugging: usize,
     out: &'s mut Vec<Site>,
 }
 
-impl Sites<'_, '_, '_> {
-    fn owner(&self) -> Option<&str> {
-        self.table.fns[self.me].owner.as_deref()
-    }
-
-    /// The function of the file that the call `e` makes.
-    fn callee(&self, e: &Expr) -> Option<usize> {
+impl Sites<'_> {
+    /// What the call `e` names, where it may be a function of the package, and the call
+    /// shown short (as `show` shows it).
+    fn callee(&self, e: &Expr) -> Option<(Callee, String)> {
+        let args = |empty: bool| if empty { "()" } else { "(..)" };
         match e {
             Expr::Call(call) => {
                 let Expr::Path(p) = strip(&call.func) else {
@@ -128,52 +94,112 @@ impl Sites<'_, '_, '_> {
                 if p.qself.is_some() {
                     return None;
                 }
-                let segments: Vec<String> = p
-                    .path
-                    .segments
-                    .iter()
-                    .map(|s| s.ident.to_string())
-                    .collect();
-                match segments.as_slice() {
-                    [name] => self.table.free(name),
-                    [ty, name] if ty == "Self" => self.table.method_of(self.owner()?, name),
-                    [ty, name] => self.table.method_of(ty, name),
-                    _ => None,
+                // `Some(..)`, `Ok(..)`, `Wrapper(..)`: constructors, not functions.
+                if p.path.segments.len() == 1 {
+                    let upper = with_text(&p.path.segments[0].ident, |name| {
+                        name.starts_with(|c: char| c.is_ascii_uppercase())
+                    });
+                    if upper {
+                        return None;
+                    }
                 }
+                let segments = path_of(&p.path);
+                let plain = matches!(&*call.func, Expr::Path(_)) && p.attrs.is_empty();
+                let shown = if plain {
+                    let lead = if p.path.leading_colon.is_some() {
+                        "::"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "{lead}{}{}",
+                        segments.join("::"),
+                        args(call.args.is_empty())
+                    )
+                } else {
+                    show(e)
+                };
+                Some((Callee::Path(segments), shown))
             }
             Expr::MethodCall(m) => {
-                let name = m.method.to_string();
-                match self.receiver_type(&m.receiver) {
-                    Some(ty) => self.table.method_of(&ty, &name),
-                    None => self
-                        .table
-                        .method_named_like(&receiver_name(&m.receiver)?, &name),
+                let (ty, receiver, shown) = self.receiver(&m.receiver);
+                if ty.is_none() && receiver.is_none() {
+                    return None;
                 }
+                let name = m.method.to_string();
+                let shown = format!("{shown}.{name}{}", args(m.args.is_empty()));
+                Some((Callee::Method { name, ty, receiver }, shown))
             }
             _ => None,
         }
     }
 
-    /// The type of a method call's receiver, where the file shows it: `self`, a parameter
-    /// or local of a declared or constructed type, a field of a struct of the file.
-    fn receiver_type(&self, e: &Expr) -> Option<String> {
+    /// A method call's receiver: its type where the code shows it ([`receiver_type`]), its
+    /// last name ([`receiver_name`]) and its text (`show`), reading each name once for a
+    /// path or a chain of named fields.
+    ///
+    /// [`receiver_type`]: Sites::receiver_type
+    fn receiver(&self, e: &Expr) -> (Option<TypeOf>, Option<String>, String) {
+        if expr_attrs(e).is_empty() {
+            match e {
+                Expr::Path(p) if p.qself.is_none() => {
+                    if let Some(ident) = p.path.get_ident() {
+                        let name = ident.to_string();
+                        let ty = if name == "self" {
+                            Some(TypeOf::SelfType)
+                        } else {
+                            self.local_type(&name)
+                        };
+                        return (ty, Some(name.clone()), name);
+                    }
+                }
+                Expr::Field(f) => {
+                    if let syn::Member::Named(field) = &f.member {
+                        let (base, _, text) = self.receiver(&f.base);
+                        let field = field.to_string();
+                        let text = format!("{text}.{field}");
+                        let ty = base.map(|b| TypeOf::Field(Box::new(b), field.clone()));
+                        return (ty, Some(field), text);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let (ty, name) = (self.receiver_type(e), receiver_name(e));
+        // Shown only where the call is kept.
+        let text = if ty.is_some() || name.is_some() {
+            show(e)
+        } else {
+            String::new()
+        };
+        (ty, name, text)
+    }
+
+    /// The type of the local or parameter `name`, where it shows.
+    fn local_type(&self, name: &str) -> Option<TypeOf> {
+        self.locals.get(name).cloned().or_else(|| {
+            let ty = self.fns[self.me].params.get(name)?;
+            Some(TypeOf::Named(ty.clone()))
+        })
+    }
+
+    /// The type of a method call's receiver, where the code shows it: `self`, a parameter
+    /// or local of a declared or constructed type, a field of those.
+    fn receiver_type(&self, e: &Expr) -> Option<TypeOf> {
         match strip(e) {
             Expr::Path(p) if p.qself.is_none() => {
                 let name = p.path.get_ident()?.to_string();
                 if name == "self" {
-                    return self.owner().map(str::to_owned);
+                    return Some(TypeOf::SelfType);
                 }
-                self.locals
-                    .get(&name)
-                    .or_else(|| self.table.fns[self.me].params.get(&name))
-                    .cloned()
+                self.local_type(&name)
             }
             Expr::Field(f) => {
                 let syn::Member::Named(field) = &f.member else {
                     return None;
                 };
-                let ty = self.receiver_type(&f.base)?;
-                self.table.field_type(&ty, &field.to_string())
+                let base = self.receiver_type(&f.base)?;
+                Some(TypeOf::Field(Box::new(base), field.to_string()))
             }
             _ => None,
         }
@@ -191,21 +217,55 @@ impl Sites<'_, '_, '_> {
         }
         self.loops.push(frame);
     }
+
+    /// Runs `walk` with the names that `pat` binds to a tuple variant's fields
+    /// (`NetworkInner::Gpu(net)`) typed as those fields, as they were after.
+    fn with_variant(&mut self, pat: &Pat, walk: impl FnOnce(&mut Self)) {
+        let bound = variant_bindings(pat);
+        let saved: Vec<_> = bound
+            .into_iter()
+            .map(|(name, ty)| {
+                let before = self.locals.insert(name.clone(), ty);
+                (name, before)
+            })
+            .collect();
+        walk(self);
+        for (name, before) in saved {
+            match before {
+                Some(ty) => self.locals.insert(name, ty),
+                None => self.locals.remove(&name),
+            };
+        }
+    }
 }
 
-impl<'ast> Visit<'ast> for Sites<'_, '_, '_> {
+impl<'ast> Visit<'ast> for Sites<'_> {
     // Nested items are functions of their own (or hold none).
     fn visit_item(&mut self, _: &'ast syn::Item) {}
 
+    // Calls are expressions: types, paths and attributes hold none worth following, and
+    // patterns only in an arm's guard (`visit_arm`).
+    fn visit_type(&mut self, _: &'ast syn::Type) {}
+
+    fn visit_path(&mut self, _: &'ast syn::Path) {}
+
+    fn visit_attribute(&mut self, _: &'ast syn::Attribute) {}
+
+    fn visit_pat(&mut self, pat: &'ast Pat) {
+        if let Pat::Guard(guarded) = pat {
+            self.visit_expr(&guarded.guard);
+        }
+    }
+
     fn visit_expr(&mut self, e: &'ast Expr) {
-        if matches!(e, Expr::Call(_) | Expr::MethodCall(_)) {
-            if let Some(callee) = self.callee(e).filter(|&c| c != self.me) {
+        if matches!(e, Expr::Call(_) | Expr::MethodCall(_)) && self.debugging == 0 {
+            if let Some((callee, call)) = self.callee(e) {
                 self.out.push(Site {
                     caller: self.me,
                     callee,
                     around: self.loops.iter().filter(|l| l.bounded == 0).count(),
-                    call: show(e),
-                    line: span_range(e).0.start().line,
+                    call,
+                    line: start_line(e),
                 });
             }
         }
@@ -217,6 +277,8 @@ impl<'ast> Visit<'ast> for Sites<'_, '_, '_> {
         if let Some((name, ty)) = local_type(local) {
             self.locals.insert(name, ty);
         }
+        let init = local.init.as_ref().map(|i| &*i.expr);
+        switches::bind(&mut self.switches, &local.pat, init, self.consts);
         if let Some(frame) = self.loops.last_mut() {
             pat_idents(&local.pat, &mut |ident| {
                 frame.names.insert(ident.to_string());
@@ -225,18 +287,58 @@ impl<'ast> Visit<'ast> for Sites<'_, '_, '_> {
     }
 
     fn visit_expr_if(&mut self, e: &'ast syn::ExprIf) {
+        // What a debug switch guards (its condition's conjunction too) runs only while
+        // debugging.
+        let (debug, _) = switches::of_if(&e.cond, self.consts, &self.switches);
+        self.debugging += debug;
         self.visit_expr(&e.cond);
         let bounded = bounded::bounded_frames(&self.loops, self.consts, &e.cond);
         for &i in &bounded {
             self.loops[i].bounded += 1;
         }
-        self.visit_block(&e.then_branch);
+        match &*e.cond {
+            Expr::Let(l) => self.with_variant(&l.pat, |w| w.visit_block(&e.then_branch)),
+            _ => self.visit_block(&e.then_branch),
+        }
         for &i in &bounded {
             self.loops[i].bounded -= 1;
         }
+        self.debugging -= debug;
         if let Some((_, other)) = &e.else_branch {
             self.visit_expr(other);
         }
+    }
+
+    // `with_env!(conf, E => { for .. { train(..) } })`: a block after `=>` in a macro's
+    // tokens is code the macro runs (as `select!`'s and dispatch macros' arms are).
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        let mut arrow = (false, false);
+        for token in mac.tokens.clone() {
+            let after_arrow = arrow.1;
+            arrow = match &token {
+                TokenTree::Punct(p) if p.as_char() == '=' => (p.spacing() == Spacing::Joint, false),
+                TokenTree::Punct(p) if p.as_char() == '>' => (false, arrow.0),
+                _ => (false, false),
+            };
+            let TokenTree::Group(group) = token else {
+                continue;
+            };
+            if !after_arrow || group.delimiter() != Delimiter::Brace {
+                continue;
+            }
+            if let Ok(stmts) = Block::parse_within.parse2(group.stream()) {
+                for stmt in &stmts {
+                    self.visit_stmt(stmt);
+                }
+            }
+        }
+    }
+
+    fn visit_arm(&mut self, arm: &'ast syn::Arm) {
+        self.with_variant(&arm.pat, |w| {
+            w.visit_pat(&arm.pat);
+            w.visit_expr(&arm.body);
+        });
     }
 
     fn visit_expr_for_loop(&mut self, e: &'ast syn::ExprForLoop) {
@@ -269,7 +371,7 @@ impl<'ast> Visit<'ast> for Sites<'_, '_, '_> {
     fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {
         self.visit_expr(&call.func);
         let spawn = matches!(strip(&call.func), Expr::Path(p)
-            if p.path.segments.last().is_some_and(|s| s.ident == "spawn"));
+            if p.path.segments.last().is_some_and(|s| spawns(&s.ident)));
         // A thread spawned in a loop runs beside the others: the loop does not repeat what
         // it runs one after another.
         let around = if spawn {
@@ -287,7 +389,7 @@ impl<'ast> Visit<'ast> for Sites<'_, '_, '_> {
 
     fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
         self.visit_expr(&call.receiver);
-        if call.method == "spawn" {
+        if spawns(&call.method) {
             let around = std::mem::take(&mut self.loops);
             for arg in &call.args {
                 self.visit_expr(arg);
@@ -354,26 +456,88 @@ fn runs_a_few_times(iter: &Expr, consts: &FxHashSet<String>) -> bool {
     }
 }
 
+/// The line `e` starts on, as `span_range(e)` gives it, found without turning `e` into tokens
+/// (what `span_range` does): the first token of a call chain is its leftmost path's.
+fn start_line(e: &Expr) -> usize {
+    let mut at = e;
+    loop {
+        if !crate::syntax::expr_attrs(at).is_empty() {
+            break;
+        }
+        at = match at {
+            Expr::MethodCall(m) => &m.receiver,
+            Expr::Call(c) => &c.func,
+            Expr::Field(f) => &f.base,
+            Expr::Try(t) => &t.expr,
+            Expr::Await(a) => &a.base,
+            Expr::Index(i) => &i.expr,
+            Expr::Path(p) if p.qself.is_none() && p.path.leading_colon.is_none() => {
+                match p.path.segments.first() {
+                    Some(first) => return first.ident.span().start().line,
+                    None => break,
+                }
+            }
+            _ => break,
+        };
+    }
+    span_range(at).0.start().line
+}
+
+/// Whether a function or method of this name starts a thread or task that runs beside the
+/// caller: `spawn`, `spawn_blocking`, `spawn_local`, ..
+fn spawns(name: &syn::Ident) -> bool {
+    crate::syntax::with_text(name, |name| name.starts_with("spawn"))
+}
+
 /// The name and type of a `let` whose type shows: `let t: Trainer = ..`, `let t =
 /// Trainer::new(..)?`, `let t = Trainer { .. }`.
-fn local_type(local: &syn::Local) -> Option<(String, String)> {
+fn local_type(local: &syn::Local) -> Option<(String, TypeOf)> {
     let (pat, declared) = match &local.pat {
-        Pat::Type(t) => (&*t.pat, type_name(&t.ty)),
+        Pat::Type(t) => (&*t.pat, type_path(&t.ty)),
         pat => (pat, None),
     };
     let Pat::Ident(ident) = pat else { return None };
     let ty = declared.or_else(|| match unwrapped(&local.init.as_ref()?.expr) {
         Expr::Call(call) => match strip(&call.func) {
             Expr::Path(p) if p.path.segments.len() >= 2 => {
-                let segments = &p.path.segments;
-                Some(segments[segments.len() - 2].ident.to_string())
+                let mut path = path_of(&p.path);
+                path.pop();
+                Some(path)
             }
             _ => None,
         },
-        Expr::Struct(s) => s.path.segments.last().map(|s| s.ident.to_string()),
+        Expr::Struct(s) => Some(path_of(&s.path)),
         _ => None,
     })?;
-    Some((ident.ident.to_string(), ty))
+    Some((ident.ident.to_string(), TypeOf::Named(ty)))
+}
+
+/// The names that `pat` binds to a tuple variant's fields, with their types:
+/// `NetworkInner::Gpu(net)`, `Self::Gpu(ref mut net)` (behind `&` too).
+fn variant_bindings(pat: &Pat) -> Vec<(String, TypeOf)> {
+    let pat = match pat {
+        Pat::Reference(r) => &*r.pat,
+        Pat::Guard(g) => &*g.pat,
+        pat => pat,
+    };
+    let Pat::TupleStruct(ts) = pat else {
+        return Vec::new();
+    };
+    let path = path_of(&ts.path);
+    let [.., ty, variant] = path.as_slice() else {
+        return Vec::new();
+    };
+    ts.elems
+        .iter()
+        .enumerate()
+        .filter_map(|(i, elem)| match elem {
+            Pat::Ident(p) if p.subpat.is_none() => Some((
+                p.ident.to_string(),
+                TypeOf::Variant(ty.clone(), variant.clone(), i),
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// The last name of a receiver (`trainer` of `self.trainer` or `trainer`).
