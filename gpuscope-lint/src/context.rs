@@ -37,6 +37,9 @@ pub(crate) enum NoGrad {
 pub(crate) struct LoopFrame {
     /// Names bound in the loop's body so far: they start afresh each iteration.
     pub(crate) names: FxHashSet<String>,
+    /// Names the loop's pattern binds (`pool` in `for pool in pools`): a new element each
+    /// iteration.
+    pub(crate) element: FxHashSet<String>,
     /// The loop's body runs a training step (a backward call), other than one per model
     /// through the loop's element (see [`trains`](crate::fn_facts::trains)).
     pub(crate) trains: bool,

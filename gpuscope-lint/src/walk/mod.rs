@@ -217,6 +217,7 @@ impl<'i> Walker<'i> {
         };
         self.cx.f.loops.push(LoopFrame {
             names: FxHashSet::default(),
+            element,
             trains,
             counters,
             bounded: 0,
