@@ -13,7 +13,6 @@ use rustc_hash::FxHashSet;
 use syn::visit::{self, Visit};
 use syn::{Attribute, Block, Expr, FnArg, Pat, ReceiverKind, Stmt};
 
-use crate::attrs::levels_of;
 use crate::check::{Loop, LoopBody};
 use crate::context::{
     Callers, Cx, Deferred, FileCallsOf, FnState, LoopFrame, NoGrad, Sink, span_range,
@@ -25,11 +24,13 @@ use crate::syntax::{
     callee_name, callee_path, chain_root, expr_attrs, has_attr, ident_in, is_guard, pat_idents,
     path_names, strip,
 };
-use crate::{Finding, FnContext, Levels, UNKNOWN_RULE};
+use crate::{Finding, FnContext, Levels};
 
 mod bind;
 mod bounded;
 mod calls;
+mod levels;
+mod macro_args;
 mod switches;
 
 /// Expressions nested deeper than this are not walked.
@@ -83,26 +84,6 @@ impl<'i> Walker<'i> {
         let calls = self.cx.callers.take_calls(index);
         let (findings, deferred) = self.sink.into_parts();
         (findings, deferred, calls)
-    }
-
-    /// Applies the levels of `attrs` while `walk` runs; reports their errors.
-    fn with_levels(&mut self, attrs: &[Attribute], walk: impl FnOnce(&mut Self)) {
-        let (levels, errors) = levels_of(attrs);
-        for error in errors {
-            let help =
-                "use the name of a gpuscope lint rule: `gpuscope lint --list-rules` lists them"
-                    .to_owned();
-            self.sink
-                .error(UNKNOWN_RULE, error.span(), error.to_string(), help);
-        }
-        if levels.is_empty() {
-            walk(self);
-            return;
-        }
-        let overrides: Vec<_> = levels.iter().map(|arg| (arg.rule, arg.level)).collect();
-        self.sink.push(&overrides);
-        walk(self);
-        self.sink.pop();
     }
 
     /// Walks one function body with a fresh context; `ctx` is or-ed with the function's own
@@ -326,6 +307,14 @@ impl<'ast> Visit<'ast> for Walker<'_> {
         }
         if let Some((_, other)) = &e.else_branch {
             self.visit_expr(other);
+        }
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        if let Some(args) = macro_args::of(mac) {
+            self.cx.f.debugging += usize::from(args.debug);
+            args.exprs.iter().for_each(|e| self.visit_expr(e));
+            self.cx.f.debugging -= usize::from(args.debug);
         }
     }
 

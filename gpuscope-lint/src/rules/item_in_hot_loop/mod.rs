@@ -124,6 +124,14 @@ fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
   reported, as it is in the loop itself: across files, a CPU-only evaluator (an ONNX
   interpreter making its constants on `Device::Cpu`) repeated by loops of its callers is
   reported.
+- Macros' tokens are read only for the format and logging macros, whose arguments are
+  expressions: every argument of `println!`, `print!`, `eprintln!`, `format!`, `write!`,
+  `writeln!`, `dbg!` and of `log`'s and `tracing`'s `info!`, `warn!`, `error!`, `event!`
+  (their `target:`, `field =` and `%`/`?` syntax stepped over); the condition of `assert!`
+  and `ensure!` and the two sides of `assert_eq!`/`assert_ne!`, not their messages. The
+  arguments of `debug!`, `trace!` and `debug_assert!` count as under a debug switch, and
+  `panic!`'s, `bail!`'s and other macros' are not read: a read in a macro of a crate's own
+  (`my_log!(..)`) is not reported.
 "#;
 
 /// Reads whose name is also a method of ordinary types: reported only with a turbofish

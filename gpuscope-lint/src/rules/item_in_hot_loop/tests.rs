@@ -464,3 +464,46 @@ fn f(model: &Model, x: &Tensor, epochs: usize, batches: &[Tensor], limit: usize)
         ]
     );
 }
+
+#[test]
+fn reads_in_the_arguments_of_format_and_logging_macros_fire() {
+    // skynet's `println!("Loss: {} ..", loss.double_value(&[]), ..)` every batch on CUDA.
+    let src = r#"
+fn train(xs: &[Tensor], epochs: usize) -> candle_core::Result<()> {
+    for epoch in 0..epochs {
+        for x in xs {
+            let loss = x.exp()?.sum_all()?;
+            println!("{epoch} {}", loss.to_scalar::<f32>()?);
+            tracing::info!(target: "train", loss = %loss.to_scalar::<f32>()?, "step");
+            assert!(loss.to_scalar::<f32>()? > 0.0, "{}", loss.to_scalar::<f32>()?);
+            if loss.dims().is_empty() {
+                panic!("{}", loss.to_scalar::<f32>()?);
+            }
+        }
+    }
+    Ok(())
+}
+"#;
+    assert_eq!(hits(RULE, src), [(6, 36), (7, 53), (8, 21)]);
+}
+
+#[test]
+fn reads_in_debug_logging_are_not_repeated_by_the_callers_loops() {
+    let src = r#"
+fn step(x: &Tensor) -> candle_core::Result<Tensor> {
+    let y = x.exp()?;
+    log::debug!("{}", y.sum_all()?.to_scalar::<f32>()?);
+    debug_assert!(y.sum_all()?.to_scalar::<f32>()? > 0.0);
+    Ok(y)
+}
+fn train(n: usize, xs: &[Tensor]) -> candle_core::Result<()> {
+    for _ in 0..n {
+        for x in xs {
+            step(x)?;
+        }
+    }
+    Ok(())
+}
+"#;
+    assert_eq!(hits(RULE, src), []);
+}

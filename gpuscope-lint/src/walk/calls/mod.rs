@@ -312,6 +312,12 @@ impl<'ast> Visit<'ast> for Sites<'_> {
     // `with_env!(conf, E => { for .. { train(..) } })`: a block after `=>` in a macro's
     // tokens is code the macro runs (as `select!`'s and dispatch macros' arms are).
     fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        if let Some(args) = super::macro_args::of(mac) {
+            self.debugging += usize::from(args.debug);
+            args.exprs.iter().for_each(|e| self.visit_expr(e));
+            self.debugging -= usize::from(args.debug);
+            return;
+        }
         let mut arrow = (false, false);
         for token in mac.tokens.clone() {
             let after_arrow = arrow.1;
