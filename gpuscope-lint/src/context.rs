@@ -295,6 +295,8 @@ impl<'i> Cx<'i> {
             return None;
         }
         match self.index().statics.get(name) {
+            // A pool that empties itself (`OnceLock<MemoryPool>`, `MemoryPool::clear`).
+            Some(Some(ty)) if self.index().is_self_releasing(ty) => None,
             Some(Some(ty)) => match self.env.types.kind(ty) {
                 Kind::Host => None,
                 kind => Some((name.to_owned(), kind == Kind::Device)),

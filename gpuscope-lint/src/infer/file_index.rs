@@ -11,7 +11,31 @@ use syn::visit::{self, Visit};
 use syn::{Block, Type};
 
 use super::burn_backend::BurnBackends;
+use super::releases::Releases;
 use crate::frameworks::Used;
+
+/// Whether a path segment of `ty` (at any depth of its generic arguments) is one of `names`.
+fn names_any(ty: &Type, names: &FxHashSet<String>) -> bool {
+    struct Finder<'n> {
+        names: &'n FxHashSet<String>,
+        found: bool,
+    }
+    impl<'ast> Visit<'ast> for Finder<'_> {
+        fn visit_path_segment(&mut self, seg: &'ast syn::PathSegment) {
+            self.found |= self.names.contains(&seg.ident.to_string());
+            visit::visit_path_segment(self, seg);
+        }
+    }
+    if names.is_empty() {
+        return false;
+    }
+    let mut finder = Finder {
+        names,
+        found: false,
+    };
+    finder.visit_type(ty);
+    finder.found
+}
 
 /// A struct or enum declared in the file: the types of its fields (every variant's, for an
 /// enum), by field name where there is one.
@@ -56,6 +80,14 @@ pub(crate) struct FileIndex {
     pub(crate) drop_released: FxHashSet<(String, String)>,
     /// Functions whose body is the CPU device (`fn device() -> Device { Device::Cpu }`).
     pub(crate) cpu_device_fns: FxHashSet<String>,
+    /// Free functions of the file whose every definition has an empty body (`fn
+    /// empty_cache() {}`, a mock), and names defined with a body.
+    empty_fns: FxHashSet<String>,
+    bodied_fns: FxHashSet<String>,
+    /// Types that release what their fields hold in their own methods (a pool whose
+    /// `clear` or `pop_front` empties `self.pools`), or that have a field of such a type:
+    /// caches that bound themselves.
+    released_types: FxHashSet<String>,
     /// Its aliases of burn backends, and whether it names burn's CPU backend.
     burn: BurnBackends,
 }
@@ -71,6 +103,7 @@ impl FileIndex {
         let mut releases = Releases::default();
         releases.visit_file(file);
         index.released_statics = releases.statics;
+        index.add_released_types(releases.types);
         index
     }
 
@@ -84,6 +117,7 @@ impl FileIndex {
         let mut releases = Releases::default();
         releases.visit_block(block);
         index.released_statics = releases.statics;
+        index.add_released_types(releases.types);
         index
     }
 
@@ -161,6 +195,42 @@ impl FileIndex {
         }
     }
 
+    /// Notes `released` (types whose methods release what their fields hold) and, over and
+    /// over, the file's types with a field of a noted type.
+    fn add_released_types(&mut self, released: FxHashSet<String>) {
+        self.released_types = released;
+        loop {
+            let more: Vec<String> = self
+                .adts
+                .iter()
+                .filter(|(name, adt)| {
+                    !self.released_types.contains(*name)
+                        && adt
+                            .fields
+                            .iter()
+                            .any(|(_, ty)| names_any(ty, &self.released_types))
+                })
+                .map(|(name, _)| name.clone())
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            self.released_types.extend(more);
+        }
+    }
+
+    /// Whether `ty` names a type that releases what its fields hold (`OnceLock<MemoryPool>`
+    /// where `MemoryPool::clear` empties its pools).
+    pub(crate) fn is_self_releasing(&self, ty: &Type) -> bool {
+        names_any(ty, &self.released_types)
+    }
+
+    /// Whether every free function of the file named `name` has an empty body (and there
+    /// is one): a call of it does nothing.
+    pub(crate) fn is_empty_fn(&self, name: &str) -> bool {
+        self.empty_fns.contains(name) && !self.bodied_fns.contains(name)
+    }
+
     /// Notes `name` as a function returning the CPU device when `block` is only that.
     fn add_cpu_device_fn(&mut self, name: &syn::Ident, block: &Block) {
         if let [syn::Stmt::Expr(syn::Expr::Path(p), None)] = block.stmts.as_slice() {
@@ -212,6 +282,12 @@ impl<'ast> Visit<'ast> for FileIndex {
     fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
         self.add_return(item.sig.ident.to_string(), &item.sig.output);
         self.add_cpu_device_fn(&item.sig.ident, &item.block);
+        let name = item.sig.ident.to_string();
+        if item.block.stmts.is_empty() {
+            self.empty_fns.insert(name);
+        } else {
+            self.bodied_fns.insert(name);
+        }
         visit::visit_item_fn(self, item);
     }
 
@@ -331,112 +407,6 @@ impl<'ast> Visit<'ast> for SelfFieldsReleased {
             }
         }
         visit::visit_expr_call(self, call);
-    }
-}
-
-/// Methods that release what a container holds.
-const RELEASING: &[&str] = &[
-    "clear",
-    "truncate",
-    "pop",
-    "pop_back",
-    "pop_front",
-    "remove",
-    "take",
-    "drain",
-    "retain",
-    "split_off",
-    "swap_remove",
-];
-
-/// Finds the statics whose contents are released somewhere: a releasing method on a chain
-/// rooted at the static, at a binding taken from it (`let mut g = X.lock().unwrap();`), or
-/// at the parameter of `X.with(|v| ..)`; or an assignment through one (`*X.lock() = None`).
-#[derive(Default)]
-struct Releases {
-    statics: FxHashSet<String>,
-    /// Bindings and closure parameters standing for a static, in the current function.
-    aliases: Vec<(String, String)>,
-}
-
-impl Releases {
-    /// The static (SCREAMING_CASE, or an alias of one) at the root of `e`.
-    fn static_of(&self, e: &syn::Expr) -> Option<String> {
-        let root = crate::syntax::chain_root(e);
-        let ident = crate::syntax::ident_of(root)?.to_string();
-        if let Some((_, target)) = self.aliases.iter().rev().find(|(a, _)| *a == ident) {
-            return Some(target.clone());
-        }
-        crate::syntax::is_screaming_case(&ident).then_some(ident)
-    }
-}
-
-impl<'ast> Visit<'ast> for Releases {
-    fn visit_expr_method_call(&mut self, call: &'ast syn::ExprMethodCall) {
-        let method = &call.method;
-        if crate::syntax::ident_in(method, RELEASING) {
-            if let Some(name) = self.static_of(&call.receiver) {
-                self.statics.insert(name);
-            }
-        }
-        if crate::syntax::ident_in(method, &["with", "with_borrow_mut", "with_borrow"]) {
-            if let Some(name) = self.static_of(&call.receiver) {
-                let before = self.aliases.len();
-                for arg in &call.args {
-                    if let syn::Expr::Closure(c) = arg {
-                        for input in &c.inputs {
-                            crate::syntax::pat_idents(input, &mut |i| {
-                                self.aliases.push((i.to_string(), name.clone()))
-                            });
-                        }
-                    }
-                }
-                visit::visit_expr_method_call(self, call);
-                self.aliases.truncate(before);
-                return;
-            }
-        }
-        visit::visit_expr_method_call(self, call);
-    }
-
-    fn visit_expr_assign(&mut self, assign: &'ast syn::ExprAssign) {
-        // `*X.lock().unwrap() = None;`, `X = Vec::new();`: emptied.
-        let emptied = match crate::syntax::strip(&assign.right) {
-            syn::Expr::Path(p) => p.path.is_ident("None"),
-            syn::Expr::Call(call) => {
-                call.args.is_empty()
-                    && crate::syntax::callee_name(call)
-                        .is_some_and(|n| n == "new" || n == "default")
-            }
-            _ => false,
-        };
-        if emptied {
-            if let Some(name) = self.static_of(&assign.left) {
-                self.statics.insert(name);
-            }
-        }
-        visit::visit_expr_assign(self, assign);
-    }
-
-    fn visit_local(&mut self, local: &'ast syn::Local) {
-        if let (syn::Pat::Ident(p), Some(init)) = (&local.pat, &local.init) {
-            if let Some(name) = self.static_of(&init.expr) {
-                self.aliases.push((p.ident.to_string(), name));
-            }
-        }
-        visit::visit_local(self, local);
-    }
-
-    fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
-        let saved = std::mem::take(&mut self.aliases);
-        visit::visit_item_fn(self, item);
-        self.aliases = saved;
-    }
-
-    fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
-        let saved = std::mem::take(&mut self.aliases);
-        visit::visit_impl_item_fn(self, item);
-        self.aliases = saved;
     }
 }
 

@@ -16,6 +16,7 @@ mod env;
 mod file_index;
 mod names;
 mod placement;
+mod releases;
 mod types;
 mod value;
 

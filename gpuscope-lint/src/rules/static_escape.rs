@@ -59,6 +59,11 @@ impl Trainer {
 - A static whose contents the file also releases (`clear`, `truncate`, `pop`, `remove`,
   `take`, ...: a scoped stack or a bounded cache) does not fire, nor does code in `fn main`
   outside its loops (what it stores lives no longer than `main`'s own locals).
+- Nor does a static of a type of the file whose own methods release what its fields hold
+  (`OnceLock<MemoryPool>` where `MemoryPool::clear` empties `self.pools`, also through a
+  local bound to the field, `if let Ok(mut pools) = self.pools.lock() { pools.clear() }`),
+  or of a type with a field of such a type: a pool that bounds itself. Whether those methods
+  run is not checked.
 - Statics of configuration, paths, settings or handles (`OnceLock<Config>`,
   `Mutex<Vec<PathBuf>>`) never fire; a static whose type is unknown (declared in another file,
   or a generic) fires only when the value stored is known to own device memory.
@@ -292,5 +297,42 @@ fn f(path: PathBuf, settings: Settings, rng: StdRng, ids: Vec<u64>, cache: Cache
 }
 "#;
         assert_eq!(hits(RULE, src), []);
+    }
+
+    /// torsh's global pools: a `OnceLock` of a pool whose own methods empty what it holds
+    /// (`clear`, `pop_front` through locals bound to `self.pools`), and a manager holding
+    /// such a pool. A pool whose methods release nothing still fires.
+    #[test]
+    fn a_pool_that_empties_itself_is_a_bounded_cache() {
+        let src = r#"
+struct MemoryPool { pools: Mutex<HashMap<Key, VecDeque<Tensor>>> }
+impl MemoryPool {
+    fn new() -> Self { todo!() }
+    fn take(&self, key: Key) -> Option<Tensor> {
+        let mut pools = self.pools.lock().unwrap();
+        if let Some(pool) = pools.get_mut(&key) { return pool.pop_front(); }
+        None
+    }
+    fn global() -> &'static MemoryPool {
+        static GLOBAL_POOL: OnceLock<MemoryPool> = OnceLock::new();
+        GLOBAL_POOL.get_or_init(|| MemoryPool::new())
+    }
+}
+struct Manager { pool: Arc<Mutex<MemoryPool>>, name: String }
+static MANAGER: OnceLock<Manager> = OnceLock::new();
+fn manager() -> &'static Manager {
+    MANAGER.get_or_init(|| Manager::new())
+}
+struct Hoard { kept: Mutex<Vec<Tensor>> }
+impl Hoard {
+    fn new() -> Self { todo!() }
+    fn keep(&self, t: Tensor) { self.kept.lock().unwrap().push(t); }
+}
+static HOARD: OnceLock<Hoard> = OnceLock::new();
+fn hoard() -> &'static Hoard {
+    HOARD.get_or_init(|| Hoard::new())
+}
+"#;
+        assert_eq!(hits(RULE, src), [(27, 5)]);
     }
 }
