@@ -1,5 +1,7 @@
 //! cudarc, and Rust-CUDA's `cust`: device buffers without autograd. A `CudaSlice` or a
-//! `DeviceBuffer` owns device memory; forgetting one leaks it.
+//! `DeviceBuffer` owns device memory; forgetting one leaks it. Reads to the host:
+//! cudarc's `dtoh_sync_copy`, `memcpy_dtov` and `clone_dtoh`, `cust`'s `copy_to` and
+//! `as_host_vec`.
 
 use super::{Framework, Gradients};
 
@@ -11,6 +13,7 @@ pub(crate) const TABLE: Framework = Framework {
         "DeviceBuffer",
         "DeviceBox",
         "DeviceVariable",
+        "DeviceSlice",
         "UnifiedBuffer",
         "UnifiedBox",
     ],
@@ -20,7 +23,9 @@ pub(crate) const TABLE: Framework = Framework {
     backward_and_step: &[],
     steps: &[],
     to_host: &["dtoh_sync_copy", "memcpy_dtov", "clone_dtoh", "as_host_vec"],
-    device_reads: &["dtoh_sync_copy", "memcpy_dtov", "clone_dtoh"],
+    // `cust`'s `copy_to(&mut host)` (`CopyDestination`) reads only from device memory: host
+    // slices and raw pointers have a `copy_to` too (`item_in_hot_loop`'s common names).
+    device_reads: &["dtoh_sync_copy", "memcpy_dtov", "clone_dtoh", "copy_to"],
     conversions_read: false,
     detach: &[],
     no_grad_guards: &[],
@@ -43,5 +48,26 @@ fn upload(stream: &CudaStream, host: &[f32]) {
 }
 "#;
         assert_eq!(hits("forget_tensor", src), [(5, 5)]);
+    }
+
+    /// llm.rs copies every validation batch's per-token losses to the host with `cust`'s
+    /// `copy_to`; a host slice's or a raw pointer's `copy_to` reads no device.
+    #[test]
+    fn custs_copy_to_reads_device_memory() {
+        let src = r#"
+use cust::memory::{DeviceBuffer, DeviceSlice};
+struct Acts { losses: DeviceBuffer<f32>, probs: DeviceSlice<f32> }
+fn f(acts: &Acts, host: &mut [f32], staged: &[f32], p: *const f32, q: *mut f32, n: usize) {
+    for _ in 0..n {
+        for _ in 0..n {
+            acts.losses.copy_to(host).unwrap();
+            acts.probs.copy_to(host).unwrap();
+            staged.copy_to(&mut acts.losses).unwrap();
+            unsafe { p.copy_to(q, 4) };
+        }
+    }
+}
+"#;
+        assert_eq!(hits("item_in_hot_loop", src), [(7, 13), (8, 13)]);
     }
 }

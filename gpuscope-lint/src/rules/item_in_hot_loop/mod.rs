@@ -136,7 +136,7 @@ fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
 
 /// Reads whose name is also a method of ordinary types: reported only with a turbofish
 /// or on a value known to hold device memory.
-const COMMON_NAMES: &[&str] = &["to_vec", "array", "as_vec", "to_data"];
+const COMMON_NAMES: &[&str] = &["to_vec", "array", "as_vec", "to_data", "copy_to"];
 
 /// The rule's checks.
 pub(crate) struct ItemInHotLoop;
@@ -163,6 +163,7 @@ impl Check for ItemInHotLoop {
             Trigger::Part("dtoh"),
             Trigger::Part("dtov"),
             Trigger::Part("read_one"),
+            Trigger::Part("copy_to"),
             Trigger::Part("from"),
         ])
     }
