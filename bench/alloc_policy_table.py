@@ -31,8 +31,8 @@ MIB = 1 << 20
 # trace (both of PyTorch's modes, on one H100; BENCHMARKS.md, "All 127 traces on one H100",
 # "An eighteenth corpus, on several streams, held out", "A nineteenth corpus, held out",
 # "A twentieth corpus, held out", "A twenty-first corpus, held out", "A twenty-second
-# corpus, held out", "A twenty-third corpus, held out" and "A twenty-fourth corpus, held
-# out").
+# corpus, held out", "A twenty-third corpus, held out", "A twenty-fourth corpus, held
+# out", "A twenty-fifth corpus, held out" and "A twenty-sixth corpus, held out").
 PYTORCH_DIRS = ["bench/results/h100-2026-11-26/54-all-127/cmp",
                 "bench/results/h100-2026-11-26/56-eighteenth-corpus/eighteenth/cmp",
                 "bench/results/h100-2026-11-27/57-nineteenth-corpus/nineteenth/cmp",
@@ -41,7 +41,8 @@ PYTORCH_DIRS = ["bench/results/h100-2026-11-26/54-all-127/cmp",
                 "bench/results/h100-2026-11-27c/69-twentysecond-corpus/twentysecond/cmp",
                 "bench/results/h100-2026-11-27d/74-twentythird-corpus/twentythird/cmp",
                 "bench/results/h100-2026-11-27e/78-twentyfourth-corpus/twentyfourth/cmp",
-                "bench/results/h100-2026-11-27f/80-twentyfifth-corpus/twentyfifth/cmp"]
+                "bench/results/h100-2026-11-27f/80-twentyfifth-corpus/twentyfifth/cmp",
+                "bench/results/h100-2026-11-27g/83-twentysixth-corpus/twentysixth/cmp"]
 
 
 def pytorch_figures(cmp_dir):

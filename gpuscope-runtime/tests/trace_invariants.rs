@@ -28,8 +28,8 @@ use corpus::json_beside;
 fn all_traces() -> Vec<(String, Trace)> {
     let traces = corpus::all_traces();
     assert!(
-        traces.len() >= 187,
-        "the corpus has {} traces: expected the 3 shared ones, 181 recorded and 3 of the GPT example",
+        traces.len() >= 195,
+        "the corpus has {} traces: expected the 3 shared ones, 189 recorded and 3 of the GPT example",
         traces.len()
     );
     traces
@@ -158,8 +158,14 @@ fn replay_scaled(t: &Trace, scale: f64) -> Result<(), String> {
 /// 4.7 GiB free only in pieces of the first quarter's 500 MiB chunks, which hold live
 /// blocks too; with pages from the start, `page_chunk_threshold:0`, it fits at 0.978:
 /// the same trade as the quarter itself; BENCHMARKS.md, "A twenty-third corpus, held
-/// out").
-const BELOW_NINETEEN_TWENTIETHS: &[(&str, f64)] = &[("vits_monotonic_align_train", 0.94)];
+/// out"). Of the twenty-sixth, `deltanet_chunked_state_train` fits at 0.934 (scaled 5.2
+/// times at 95%, its 10.2 GiB requests find 4.1 GiB free only in pieces, most in the first
+/// quarter's chunks; with `page_chunk_threshold:0` it fits at 0.978; on the H100 0.9375,
+/// PyTorch's expandable segments 0.969; BENCHMARKS.md, "A twenty-sixth corpus, held out").
+const BELOW_NINETEEN_TWENTIETHS: &[(&str, f64)] = &[
+    ("vits_monotonic_align_train", 0.94),
+    ("deltanet_chunked_state_train", 0.93),
+];
 
 /// A workload that nearly fills the device still fits: with every request scaled so
 /// that the trace's peak of live memory is 95% of the 80 GiB device, each trace replays,
@@ -464,6 +470,15 @@ fn peak_reserved_stays_near_or_below_pytorch() {
 /// `bigbird_block_sparse_train` (871 against 121; 34 GB for documents of a new length
 /// each step) and `meanflow_jvp_dit_train` (1,322 against 492; 39 GB), where PyTorch's
 /// default reserved 1.32x and 1.48x the peak (gpuscope 1.10x and 1.016x).
+/// Of the twenty-sixth, five that reserve past a quarter of the device (24-28 GB), where
+/// growth maps single 20 MiB pages: `galore_layerwise_train` (604 against 466),
+/// `graphormer_spd_bias_train` (298 against 77; molecule batches padded to a new size each
+/// step, where PyTorch's default reserved 1.61x the peak in segments it reused),
+/// `hyena_fft_longconv_train` (411 against 182), `qlora_nf4_accum_train` (785 against 594)
+/// and `sae_activation_buffer_train` (515 against 86; an 8 GiB buffer refilled from a side
+/// stream, where PyTorch's default reserved 1.81x the peak); and
+/// `causal_video_vae_chunked_infer` (66 against 65; videos of a new size, whole pages where
+/// PyTorch's default reserved 1.72x the peak and reused it).
 /// The figure is pinned, so that a change either way updates this list.
 const MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH: &[(&str, u64)] = &[
     ("convnext_ema_accum_train", 77),
@@ -497,6 +512,12 @@ const MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH: &[(&str, u64)] = &[
     ("var_next_scale_train", 312),
     ("bigbird_block_sparse_train", 871),
     ("meanflow_jvp_dit_train", 1322),
+    ("galore_layerwise_train", 604),
+    ("graphormer_spd_bias_train", 298),
+    ("hyena_fft_longconv_train", 411),
+    ("qlora_nf4_accum_train", 785),
+    ("sae_activation_buffer_train", 515),
+    ("causal_video_vae_chunked_infer", 66),
 ];
 
 /// Device allocations (`cuMemCreate`) stay at most PyTorch's (`cudaMalloc`) when the
