@@ -119,25 +119,29 @@ pub(crate) fn callee_name(call: &syn::ExprCall) -> Option<&Ident> {
 
 /// Walks down receivers, field bases, index bases, derefs, `?` and `.await` to the
 /// expression a chain starts from: the root of `*CACHE.lock().unwrap().items[0]` is `CACHE`.
-pub(crate) fn chain_root(mut e: &Expr) -> &Expr {
-    loop {
-        e = match e {
-            Expr::MethodCall(m) => &m.receiver,
-            Expr::Field(f) => &f.base,
-            Expr::Index(i) => &i.expr,
-            Expr::Try(t) => &t.expr,
-            Expr::Await(a) => &a.base,
-            Expr::Unary(syn::ExprUnary {
-                op: syn::UnOp::Deref(_),
-                expr,
-                ..
-            }) => expr,
-            Expr::Paren(p) => &p.expr,
-            Expr::Group(g) => &g.expr,
-            Expr::Reference(r) => &r.expr,
-            _ => return e,
-        };
-    }
+pub(crate) fn chain_root(e: &Expr) -> &Expr {
+    chain_links(e).last().unwrap_or(e)
+}
+
+/// The links of the chain `e` ends, from `e` down to its [`chain_root`]: `self.pools.lock()`
+/// is that call, `self.pools`, then `self`.
+pub(crate) fn chain_links(e: &Expr) -> impl Iterator<Item = &Expr> {
+    std::iter::successors(Some(e), |e| match e {
+        Expr::MethodCall(m) => Some(&*m.receiver),
+        Expr::Field(f) => Some(&*f.base),
+        Expr::Index(i) => Some(&*i.expr),
+        Expr::Try(t) => Some(&*t.expr),
+        Expr::Await(a) => Some(&*a.base),
+        Expr::Unary(syn::ExprUnary {
+            op: syn::UnOp::Deref(_),
+            expr,
+            ..
+        }) => Some(&**expr),
+        Expr::Paren(p) => Some(&*p.expr),
+        Expr::Group(g) => Some(&*g.expr),
+        Expr::Reference(r) => Some(&*r.expr),
+        _ => None,
+    })
 }
 
 /// Whether `a` and `b` name the same place: the same one-segment path (`x`), or the same

@@ -152,29 +152,14 @@ impl<'ast> Visit<'ast> for Releases {
 impl Releases {
     /// Whether `e` reaches what a field of `self` holds: a chain through `self.field`
     /// (`self.pools.lock().unwrap()`), or rooted at a local bound to one.
-    fn reaches_a_field_of_self(&self, mut e: &syn::Expr) -> bool {
-        let mut field = false;
-        loop {
-            e = match e {
-                syn::Expr::MethodCall(m) => &m.receiver,
-                syn::Expr::Field(f) => {
-                    field = true;
-                    &f.base
-                }
-                syn::Expr::Index(i) => &i.expr,
-                syn::Expr::Try(t) => &t.expr,
-                syn::Expr::Paren(p) => &p.expr,
-                syn::Expr::Reference(r) => &r.expr,
-                syn::Expr::Unary(u) => &u.expr,
-                syn::Expr::Path(p) => {
-                    return match p.path.get_ident() {
-                        Some(i) if i == "self" => field,
-                        Some(i) => self.field_aliases.iter().any(|a| i == a),
-                        None => false,
-                    };
-                }
-                _ => return false,
-            };
+    fn reaches_a_field_of_self(&self, e: &syn::Expr) -> bool {
+        use crate::syntax::{chain_links, chain_root, ident_of};
+        match ident_of(chain_root(e)) {
+            Some(root) if root == "self" => {
+                chain_links(e).any(|link| matches!(link, syn::Expr::Field(_)))
+            }
+            Some(root) => self.field_aliases.iter().any(|a| root == a),
+            None => false,
         }
     }
 
