@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Everything the GPU machine runs, in one call, after bench/build_device_bins.sh here.
 # From the repository root on the GPU machine: bash bench/gpu_run.sh OUT_DIR
+# The working tree is larger than the GPU machine takes: `python3 bench/device_tree.py slim`
+# here before the call (earlier results stay behind), `python3 bench/device_tree.py restore` after.
 # Writes logs into OUT_DIR/gpu and packs them as OUT_DIR/gpu.tgz.
 set -uo pipefail
 out=$1/gpu
