@@ -890,7 +890,9 @@ def muzero_reanalyse_unroll_train(steps):
         _update(opt, loss.mean() / (unroll + 1))
         del x, a, r, values, policies, z, s, loss, logits, v, rw
         nxt = load()  # sampled on the host while the GPU runs the step
-        prio.view(-1)[at] = err.cpu() + 1e-3  # the next batch was drawn a step late
+        # The next batch was drawn a step late. A diverged value head gives NaN errors, which
+        # torch.multinomial refuses (the H100's first recording stopped there): priority 1.
+        prio.view(-1)[at] = torch.nan_to_num(err.float().cpu(), nan=1.0, posinf=1.0) + 1e-3
         del err
     if CUDA:
         torch.cuda.current_stream().wait_stream(side)
