@@ -102,9 +102,7 @@ impl FileIndex {
         index.visit_file(file);
         let mut releases = Releases::default();
         releases.visit_file(file);
-        index.released_statics = releases.statics;
-        index.add_released_types(releases.types);
-        index
+        index.with_releases(releases)
     }
 
     /// What a function body declares (items nested in it), for the macros.
@@ -116,9 +114,7 @@ impl FileIndex {
         index.visit_block(block);
         let mut releases = Releases::default();
         releases.visit_block(block);
-        index.released_statics = releases.statics;
-        index.add_released_types(releases.types);
-        index
+        index.with_releases(releases)
     }
 
     /// Whether the function of `sig` and `body` runs on burn's CPU backend, so that its
@@ -195,11 +191,14 @@ impl FileIndex {
         }
     }
 
-    /// Notes `released` (types whose methods release what their fields hold) and, over and
-    /// over, the file's types with a field of a noted type.
-    fn add_released_types(&mut self, released: FxHashSet<String>) {
-        self.released_types = released;
-        loop {
+    /// Takes what `releases` found: the statics whose contents the code releases, the types
+    /// whose methods release what their fields hold and, over and over, the file's types with
+    /// a field of a noted type.
+    fn with_releases(mut self, releases: Releases) -> Self {
+        self.released_statics = releases.statics;
+        self.released_types = releases.types;
+        // Most files have no such type: nothing to look for in their fields.
+        while !self.released_types.is_empty() {
             let more: Vec<String> = self
                 .adts
                 .iter()
@@ -217,6 +216,7 @@ impl FileIndex {
             }
             self.released_types.extend(more);
         }
+        self
     }
 
     /// Whether `ty` names a type that releases what its fields hold (`OnceLock<MemoryPool>`
@@ -280,9 +280,9 @@ impl<'ast> Visit<'ast> for FileIndex {
     }
 
     fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
-        self.add_return(item.sig.ident.to_string(), &item.sig.output);
-        self.add_cpu_device_fn(&item.sig.ident, &item.block);
         let name = item.sig.ident.to_string();
+        self.add_return(name.clone(), &item.sig.output);
+        self.add_cpu_device_fn(&item.sig.ident, &item.block);
         if item.block.stmts.is_empty() {
             self.empty_fns.insert(name);
         } else {

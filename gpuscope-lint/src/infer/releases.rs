@@ -121,19 +121,11 @@ impl<'ast> Visit<'ast> for Releases {
     }
 
     fn visit_item_fn(&mut self, item: &'ast syn::ItemFn) {
-        let saved = std::mem::take(&mut self.aliases);
-        let saved_fields = std::mem::take(&mut self.field_aliases);
-        visit::visit_item_fn(self, item);
-        self.aliases = saved;
-        self.field_aliases = saved_fields;
+        self.in_own_fn(|r| visit::visit_item_fn(r, item));
     }
 
     fn visit_impl_item_fn(&mut self, item: &'ast syn::ImplItemFn) {
-        let saved = std::mem::take(&mut self.aliases);
-        let saved_fields = std::mem::take(&mut self.field_aliases);
-        visit::visit_impl_item_fn(self, item);
-        self.aliases = saved;
-        self.field_aliases = saved_fields;
+        self.in_own_fn(|r| visit::visit_impl_item_fn(r, item));
     }
 
     fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
@@ -150,6 +142,16 @@ impl<'ast> Visit<'ast> for Releases {
 }
 
 impl Releases {
+    /// Runs `visit` over a function of its own: the aliases of the function around it do
+    /// not reach into it, nor do its own out of it.
+    fn in_own_fn(&mut self, visit: impl FnOnce(&mut Self)) {
+        let saved = std::mem::take(&mut self.aliases);
+        let saved_fields = std::mem::take(&mut self.field_aliases);
+        visit(self);
+        self.aliases = saved;
+        self.field_aliases = saved_fields;
+    }
+
     /// Whether `e` reaches what a field of `self` holds: a chain through `self.field`
     /// (`self.pools.lock().unwrap()`), or rooted at a local bound to one.
     fn reaches_a_field_of_self(&self, e: &syn::Expr) -> bool {
