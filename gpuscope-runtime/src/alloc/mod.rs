@@ -9,7 +9,8 @@
 //!   growing, and giving memory back under pressure, cheapest wait first; `vmm`:
 //!   virtual memory (arenas, growth at the top, the wilderness); `growth`: how much
 //!   one growth maps; `release`: chunks
-//!   going back to the device;
+//!   going back to the device; `holes`: ranges that memory given back left unmapped,
+//!   mapped again in place;
 //!   `inspect`: snapshots, reports and the invariant check; `peer_access`: other
 //!   devices given access to the mapped memory ([`CachingAllocator::grant_peer_access`]).
 //! - [`rounding`]: size rounding, pools, segment sizes, split rules (PyTorch's constants).
@@ -56,8 +57,12 @@
 //!    runs out, keep it as small as PyTorch's expandable segments do), only on `empty_cache`, past a
 //!    `garbage_collection_threshold`, or when the device or the cap refuses a growth; then
 //!    memory that needs no wait goes first, memory behind an outstanding fence next,
-//!    memory that needs a stream synchronisation last. Memory of one stream reaches
-//!    another this way, unmapped and mapped again.
+//!    memory that needs a stream synchronisation last. A later growth maps the lowest
+//!    hole that memory given back left below a top, when it holds the request (with the
+//!    free memory on either side) for no more than growing the top would map, so that
+//!    the working set stays where it was rather than climbing the arena, as PyTorch's
+//!    expandable segments map pages back into their ranges. Memory of one stream
+//!    reaches another this way, unmapped and mapped again.
 //!
 //! With `share_across_streams:True` (opt-in, `sharing`), the two arenas serve every
 //! stream: a free block serves another stream once the freeing stream's work before the
@@ -86,6 +91,7 @@ mod events;
 mod fences;
 mod free_index;
 mod growth;
+mod holes;
 mod inspect;
 mod live_stats;
 mod lock;

@@ -10,7 +10,8 @@
 //! place and its free tail (the arena's *wilderness*) grows with it.
 //! Chunks go back to the device only whole, when they lie inside a free block
 //! (`empty_cache`, garbage collection, memory pressure); the segment is then split
-//! around the hole.
+//! around the hole, and a later growth may map the hole again (`holes`), joining the
+//! segments on either side when it fills it.
 
 use std::collections::BTreeMap;
 
@@ -29,7 +30,7 @@ pub(crate) struct PhysChunk {
 /// An address reservation for one pool (`stream`: the stream that made it; every stream
 /// uses it when streams share pools). Its segments are the mapped runs
 /// inside it, kept apart by unmapped holes; new chunks are mapped at `top`, the end of
-/// the highest segment (the arena's base when nothing is mapped).
+/// the highest segment (the arena's base when nothing is mapped), or into a hole.
 #[derive(Debug)]
 pub(crate) struct Arena {
     pub base: u64,

@@ -7,7 +7,8 @@
 //! ends at the top of the mapped memory is the arena's *wilderness*:
 //!
 //! - `allocate` takes the best-fitting free block of the stream's pool, and the wilderness
-//!   only when none fits; when the wilderness is too small, the arena grows: one
+//!   only when none fits; when the wilderness is too small (and no hole that memory
+//!   given back left below a top holds the request for less: `holes`), the arena grows: one
 //!   `cuMemCreate` of what is missing, rounded up to whole 20 MiB pages for the large pool
 //!   and 2 MiB pages for the small one (the pages of PyTorch's expandable segments; while
 //!   nothing has been freed in a large arena since its last growth, at least 5/4 of that
@@ -30,7 +31,8 @@
 //! Chunks go back to the device only whole, when they lie inside a free block, on
 //! `empty_cache`, under a `garbage_collection_threshold`, or when the device or the cap
 //! refuses a growth (`release`); before that the allocator waits until no queued work
-//! uses the memory (`fences`), preferring memory that needs no wait (`memory`).
+//! uses the memory (`fences`), preferring memory that needs no wait (`memory`). The
+//! holes they leave below a top are mapped again by later growths (`holes`).
 
 use crate::backend::{BackendError, DeviceAddr, PhysHandle, StreamId};
 
@@ -85,7 +87,16 @@ impl AllocState {
         rounded: usize,
     ) -> Result<u32, GrowError> {
         let page = self.page;
-        let (arena, have) = match self.growable_arena(stream, pool, rounded) {
+        let top = self.growable_arena(stream, pool, rounded);
+        // A hole that memory given back left below a top, when filling it maps no more
+        // than growing the top would (`holes`).
+        if let Some(hole) = self.find_hole(stream, pool, rounded) {
+            let at_top = top.map_or(rounded, |(_, have)| rounded - have);
+            if hole.need() <= at_top.div_ceil(page) * page {
+                return self.fill_hole(hole, stream, pool);
+            }
+        }
+        let (arena, have) = match top {
             Some(found) => found,
             None => (self.new_arena(stream, pool, rounded)?, 0),
         };
@@ -131,19 +142,43 @@ impl AllocState {
     }
 
     /// Maps `size` bytes at the top of `arena` for `stream` (or only `need`, when the
-    /// device is short of `size`), in chunks of at most `largest`: a `cuMemCreate` and a
-    /// `cuMemMap` for each, then one `cuMemSetAccess` for them all. Returns the
-    /// wilderness and the bytes mapped. On failure nothing stays: what was mapped is
-    /// unmapped and released (no work has used it).
+    /// device is short of `size`), in chunks of at most `largest` (`map_chunks`), and
+    /// adds them to the arena. Returns the wilderness and the bytes mapped.
     fn map_growth(
         &mut self,
         arena: u32,
         stream: StreamId,
-        mut size: usize,
+        size: usize,
         need: usize,
         largest: usize,
     ) -> Result<(u32, usize), BackendError> {
         let top = self.arenas[arena as usize].top;
+        let pieces = self.map_chunks(top, size, need, largest)?;
+        let mut wild = NIL;
+        let mut done = 0;
+        for (handle, piece) in pieces {
+            let chunk = self.insert_chunk(PhysChunk {
+                handle,
+                size: piece,
+            });
+            wild = self.extend_arena(arena, chunk, piece, stream);
+            done += piece;
+        }
+        Ok((wild, done))
+    }
+
+    /// Maps `size` bytes (or only `need`, when the device is short of `size`) at `at`, a
+    /// range of an arena's reservation that nothing maps, in chunks of at most `largest`:
+    /// a `cuMemCreate` and a `cuMemMap` for each, then one `cuMemSetAccess` for them
+    /// all. Returns the chunks, in address order. On failure nothing stays: what was
+    /// mapped is unmapped and released (no work has used it).
+    pub(super) fn map_chunks(
+        &mut self,
+        at: u64,
+        mut size: usize,
+        need: usize,
+        largest: usize,
+    ) -> Result<Vec<(PhysHandle, usize)>, BackendError> {
         let backend = self.backend.clone();
         let vm = backend.virtual_memory().expect("virtual memory backend");
         let mut pieces: Vec<(PhysHandle, usize)> = Vec::new();
@@ -164,9 +199,9 @@ impl AllocState {
                 }
             };
             self.stats.other.num_device_map += 1;
-            // SAFETY: a new chunk, and a range of the arena's reservation above its top,
-            // which nothing maps.
-            if let Err(e) = unsafe { vm.map(DeviceAddr(top + done as u64), piece, handle) } {
+            // SAFETY: a new chunk, and a range of an arena's reservation that nothing
+            // maps (the caller's).
+            if let Err(e) = unsafe { vm.map(DeviceAddr(at + done as u64), piece, handle) } {
                 self.give_back_chunk(handle, piece, None);
                 failure = Some(e);
                 break;
@@ -176,27 +211,19 @@ impl AllocState {
         }
         if failure.is_none() {
             self.stats.other.num_set_access += 1;
-            // SAFETY: `done` bytes from `top` were mapped just above, side by side.
-            failure = unsafe { vm.set_access(DeviceAddr(top), done) }.err();
+            // SAFETY: `done` bytes from `at` were mapped just above, side by side.
+            failure = unsafe { vm.set_access(DeviceAddr(at), done) }.err();
         }
         if let Some(e) = failure {
-            let mut at = top;
+            let mut addr = at;
             for (handle, piece) in pieces {
                 // Never made accessible, so nothing used it.
-                self.give_back_chunk(handle, piece, Some(at));
-                at += piece as u64;
+                self.give_back_chunk(handle, piece, Some(addr));
+                addr += piece as u64;
             }
             return Err(e);
         }
-        let mut wild = NIL;
-        for (handle, piece) in pieces {
-            let chunk = self.insert_chunk(PhysChunk {
-                handle,
-                size: piece,
-            });
-            wild = self.extend_arena(arena, chunk, piece, stream);
-        }
-        Ok((wild, done))
+        Ok(pieces)
     }
 
     /// The arena of `stream`'s `pool` that needs the least growth to hold `rounded` (the
@@ -275,7 +302,7 @@ impl AllocState {
         Ok(handle)
     }
 
-    fn insert_chunk(&mut self, chunk: PhysChunk) -> u32 {
+    pub(super) fn insert_chunk(&mut self, chunk: PhysChunk) -> u32 {
         match self.vacant_chunks.pop() {
             Some(i) => {
                 self.chunks[i as usize] = Some(chunk);
