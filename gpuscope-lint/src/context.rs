@@ -68,6 +68,8 @@ pub(crate) struct FnState {
     /// The function is a free `fn main`: outside its loops, what it stores or forgets lives
     /// no longer than its own locals.
     pub(crate) main: bool,
+    /// The function is the `drop` of an `impl Drop`: it chooses what of its value to free.
+    pub(crate) destructor: bool,
     /// The function's parameters (`self` included).
     pub(crate) params: FxHashSet<String>,
     /// Names given to `gpuscope::keep(&x)` somewhere in the function.
@@ -75,7 +77,8 @@ pub(crate) struct FnState {
     /// Names used as a graph somewhere in the function (returned, passed on, differentiated),
     /// not only read back (`len()`, `item()`) or accumulated into.
     pub(crate) graph_used: FxHashSet<String>,
-    /// Names whose raw pointer or handle the function takes (`x.as_ptr()`, `x.ptr`).
+    /// Names whose raw pointer or handle the function takes (`x.as_ptr()`, `x.ptr`), or that
+    /// it binds to a value rebuilt from one (`let s = dev.upgrade_device_ptr(p, n);`).
     pub(crate) raw_taken: FxHashSet<String>,
     /// Addresses of the expressions the function turns into raw pointers
     /// (`Box::leak(b) as *mut T`, `NonNull::from(..)`).
@@ -89,9 +92,9 @@ pub(crate) struct FnState {
     /// What the function moves back out of (or drops in) a binding: the whole (`None`) or
     /// fields.
     pub(crate) moved_out: FxHashMap<String, FxHashSet<Option<String>>>,
-    /// The function runs on burn's CPU backend (it names `NdArray` and no other backend):
-    /// its burn tensors are in host memory.
-    pub(crate) burn_cpu: bool,
+    /// The function runs on burn's or dfdx's CPU backend (it names `NdArray` or dfdx's `Cpu`
+    /// and no other backend): its burn and dfdx tensors are in host memory.
+    pub(crate) cpu_backend: bool,
     /// The address of the function's body: its key in [`Callers`].
     pub(crate) body: usize,
     /// How many debug switches (`if DEBUG { .. }`, `if tracing::enabled!(..) { .. }`)

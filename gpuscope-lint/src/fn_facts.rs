@@ -10,8 +10,8 @@ use syn::{Block, Expr, Type};
 
 use crate::syntax::{
     callee_name, callee_path, chain_root, ident_of, insert_ident, is_compound_assign,
-    manually_drop_release, path_ends_with, place_and_field, ptr_read, same_place, strip,
-    takes_raw_handle, with_text,
+    manually_drop_release, path_ends_with, place_and_field, ptr_read, rebuilt_from_raw, same_place,
+    strip, takes_raw_handle, with_text,
 };
 
 /// Whether a loop body runs a training step: calls `backward`, `backward_step`,
@@ -123,7 +123,9 @@ pub(crate) struct FnFacts {
     pub(crate) kept: FxHashSet<String>,
     /// Names used as a graph (see [`FnState::graph_used`](crate::context::FnState::graph_used)).
     pub(crate) graph_used: FxHashSet<String>,
-    /// Names whose raw pointer or handle is taken.
+    /// Names whose raw pointer or handle is taken, or that a `let` binds to a value rebuilt
+    /// from one (`dev.upgrade_device_ptr(p, n)`, `ptr::read(p)`): what they hold is handed
+    /// over or borrowed, not owned by the function.
     pub(crate) raw_taken: FxHashSet<String>,
     /// Addresses of expressions turned into raw pointers (`x as *mut T`, `NonNull::from(x)`).
     pub(crate) raw_casts: FxHashSet<usize>,
@@ -362,6 +364,8 @@ impl<'ast> Visit<'ast> for FnFacts {
             if is_manually_drop_new(value) {
                 self.manually_drop_lets
                     .insert(std::ptr::from_ref(value) as usize, p.ident.to_string());
+            } else if rebuilt_from_raw(value) {
+                self.raw_taken.insert(p.ident.to_string());
             }
         }
         visit::visit_local(self, local);

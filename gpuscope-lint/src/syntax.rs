@@ -269,6 +269,32 @@ pub(crate) fn takes_raw_handle(e: &Expr) -> Option<&Ident> {
     }
 }
 
+/// Whether `e` is a value rebuilt from a raw pointer (`Arc::from_raw(p)`, `ptr::read(p)`,
+/// cudarc's `dev.upgrade_device_ptr(p, n)`, maybe in an `unsafe` block): wrapping it in
+/// `ManuallyDrop` or forgetting it is how unsafe code borrows a value it does not own, not
+/// a leak.
+pub(crate) fn rebuilt_from_raw(e: &Expr) -> bool {
+    match strip(e) {
+        Expr::Unsafe(u) => match u.block.stmts.as_slice() {
+            [syn::Stmt::Expr(e, None)] => rebuilt_from_raw(e),
+            _ => false,
+        },
+        Expr::MethodCall(m) => m.method == "upgrade_device_ptr",
+        Expr::Call(call) => callee_path(call).is_some_and(|p| {
+            let last = p
+                .segments
+                .last()
+                .map(|s| s.ident.to_string())
+                .unwrap_or_default();
+            last.starts_with("from_raw")
+                || (p.segments.len() >= 2
+                    && p.segments[p.segments.len() - 2].ident == "ptr"
+                    && last.starts_with("read"))
+        }),
+        _ => false,
+    }
+}
+
 /// Calls `f` with the text of `ident` (what `to_string` gives), written into a buffer that
 /// is reused: no allocation, and one formatting call however many names it is compared with.
 pub(crate) fn with_text<R>(ident: &Ident, f: impl FnOnce(&str) -> R) -> R {

@@ -164,27 +164,35 @@ impl Used {
             && uses("tch")
     }
 
-    /// Where a backend type named `name` computes, in a file using burn (whose tensors carry
-    /// their backend in their type, `Tensor<NdArray, 2>`): `Some(true)` for its CPU backend
-    /// and device (`NdArray`, `NdArrayDevice`), `Some(false)` for one that may be a GPU
-    /// (`Wgpu`, `Cuda`, `LibTorch`, ..), `None` for any other name or where the file does
-    /// not name burn.
-    pub(crate) fn burn_backend(&self, name: &str) -> Option<bool> {
-        if !self.iter().any(|f| f.name == "burn") {
-            return None;
-        }
-        if burn::CPU_BACKENDS.contains(&name) {
-            Some(true)
-        } else if burn::OTHER_BACKENDS.contains(&name) {
-            Some(false)
-        } else {
-            None
-        }
+    /// Where a backend or device type named `name` computes, in a file using burn or dfdx
+    /// (whose tensors carry it in their type, `Tensor<NdArray, 2>`, `Tensor<Rank1<4>, f32,
+    /// Cpu>`): `Some(true)` for a CPU one (burn's `NdArray`, `NdArrayDevice`; dfdx's
+    /// `Cpu`), `Some(false)` for one that may be a GPU (`Wgpu`, `Cuda`, `LibTorch`, ..),
+    /// `None` for any other name or where the file names neither library.
+    pub(crate) fn typed_backend(&self, name: &str) -> Option<bool> {
+        let tables: [(&str, &[&str], &[&str]); 2] = [
+            ("burn", burn::CPU_BACKENDS, burn::OTHER_BACKENDS),
+            ("dfdx", dfdx::CPU_DEVICES, dfdx::OTHER_DEVICES),
+        ];
+        tables
+            .into_iter()
+            .filter(|(lib, _, _)| self.iter().any(|f| f.name == *lib))
+            .find_map(|(_, cpu, other)| {
+                if cpu.contains(&name) {
+                    Some(true)
+                } else if other.contains(&name) {
+                    Some(false)
+                } else {
+                    None
+                }
+            })
     }
 
-    /// Whether `name` is one of burn's reads to the host (`into_scalar`, `into_data`, ..).
-    pub(crate) fn is_burn_read(name: &str) -> bool {
-        burn::TABLE.device_reads.contains(&name)
+    /// Whether `name` is one of the reads to the host of a library whose tensors carry
+    /// their backend in their type (burn's `into_scalar`, `into_data`, ..; dfdx's `array`,
+    /// `as_vec`).
+    pub(crate) fn is_typed_backend_read(name: &str) -> bool {
+        burn::TABLE.device_reads.contains(&name) || dfdx::TABLE.device_reads.contains(&name)
     }
 
     /// The tables that apply: the libraries used, or every library when none is named.

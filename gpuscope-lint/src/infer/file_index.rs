@@ -10,8 +10,8 @@ use proc_macro2::{TokenStream, TokenTree};
 use syn::visit::{self, Visit};
 use syn::{Block, Type};
 
-use super::burn_backend::BurnBackends;
 use super::releases::Releases;
+use super::typed_backend::TypedBackends;
 use crate::frameworks::Used;
 
 /// Whether a path segment of `ty` (at any depth of its generic arguments) is one of `names`.
@@ -88,8 +88,8 @@ pub(crate) struct FileIndex {
     /// `clear` or `pop_front` empties `self.pools`), or that have a field of such a type:
     /// caches that bound themselves.
     released_types: FxHashSet<String>,
-    /// Its aliases of burn backends, and whether it names burn's CPU backend.
-    burn: BurnBackends,
+    /// Its aliases of burn's and dfdx's backends, and whether it names a CPU one.
+    backends: TypedBackends,
 }
 
 impl FileIndex {
@@ -117,16 +117,17 @@ impl FileIndex {
         index.with_releases(releases)
     }
 
-    /// Whether the function of `sig` and `body` runs on burn's CPU backend, so that its
-    /// tensors are in host memory (see `burn_backend.rs`); `generic_outer`: the impl or
-    /// trait around it has type parameters.
-    pub(crate) fn runs_on_burns_cpu(
+    /// Whether the function of `sig` and `body` runs on burn's or dfdx's CPU backend, so
+    /// that its tensors are in host memory (see `typed_backend.rs`); `generic_outer`: the
+    /// impl or trait around it has type parameters.
+    pub(crate) fn runs_on_a_cpu_backend(
         &self,
         sig: &syn::Signature,
         body: &Block,
         generic_outer: bool,
     ) -> bool {
-        self.burn.runs_on_cpu(&self.used, sig, body, generic_outer)
+        self.backends
+            .runs_on_cpu(&self.used, sig, body, generic_outer)
     }
 
     fn add_static(&mut self, name: String, ty: Option<Type>) {
@@ -274,7 +275,7 @@ impl<'ast> Visit<'ast> for FileIndex {
 
     fn visit_item_type(&mut self, item: &'ast syn::ItemType) {
         let name = item.ident.to_string();
-        self.burn.add_alias(&self.used, &name, &item.ty);
+        self.backends.add_alias(&self.used, &name, &item.ty);
         self.aliases.insert(name, (*item.ty).clone());
         visit::visit_item_type(self, item);
     }
@@ -359,7 +360,7 @@ impl<'ast> Visit<'ast> for FileIndex {
                     }
                     if let Some(k) = krate {
                         let name = n.ident.to_string();
-                        index.burn.add_import(&index.used, &name);
+                        index.backends.add_import(&index.used, &name);
                         index.imports.insert(name.clone(), (k.to_owned(), name));
                     } else if local {
                         index.local_imports.insert(n.ident.to_string());
@@ -368,7 +369,9 @@ impl<'ast> Visit<'ast> for FileIndex {
                 syn::UseTree::Rename(r) => {
                     if let Some(k) = krate {
                         let (rename, name) = (r.rename.to_string(), r.ident.to_string());
-                        index.burn.add_renamed_import(&index.used, &rename, &name);
+                        index
+                            .backends
+                            .add_renamed_import(&index.used, &rename, &name);
                         index.imports.insert(rename, (k.to_owned(), name));
                     } else if local {
                         index.local_imports.insert(r.ident.to_string());

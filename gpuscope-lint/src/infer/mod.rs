@@ -8,15 +8,15 @@
 //!   their calls return) and the inference of an expression's value;
 //! - `names.rs`: what identifiers say (loss names), the weakest evidence;
 //! - `placement.rs`: whether a value is known to be on the CPU;
-//! - `burn_backend.rs`: whether a function runs on burn's CPU backend, as the backend types
-//!   it names show.
+//! - `typed_backend.rs`: whether a function runs on burn's or dfdx's CPU backend, as the
+//!   backend and device types it names show.
 
-mod burn_backend;
 mod env;
 mod file_index;
 mod names;
 mod placement;
 mod releases;
+mod typed_backend;
 mod types;
 mod value;
 

@@ -6,7 +6,7 @@ use syn::Expr;
 use crate::check::{Check, Trigger};
 use crate::context::{Cx, Sink};
 use crate::infer::Kind;
-use crate::syntax::{callee_path, ident_of, path_ends_with, show, strip};
+use crate::syntax::{callee_path, ident_of, path_ends_with, rebuilt_from_raw, show, strip};
 use crate::{Level, Rule};
 
 pub(crate) const RULE: Rule = Rule {
@@ -58,7 +58,9 @@ fn features(x: &Tensor) -> Tensor {
 - Handing ownership over is not a leak and is not reported: forgetting `self` (or a value of
   the `impl`'s own type) inside its `impl`, forgetting a value after taking its raw pointer
   (`as_ptr`, `device_ptr`, `into_raw`, ...), a `Box::leak` whose result becomes a raw pointer
-  (`as *mut _`), values rebuilt from raw pointers (`Arc::from_raw`, `ptr::read`), and a
+  (`as *mut _`), values rebuilt from raw pointers (`Arc::from_raw`, `ptr::read`, cudarc's
+  `upgrade_device_ptr`; also once bound by a `let`), a forget inside a type's own
+  `Drop::drop` (it chooses what of its value it frees, as a non-owning view does), and a
   `ManuallyDrop` the function returns (the caller decides whether it drops).
 - Nor is a `ManuallyDrop` released elsewhere: one stored in a field that the struct's
   `impl Drop` in the same file releases (`ManuallyDrop::take(&mut self.f)`, `drop`,
@@ -105,6 +107,11 @@ impl Check for ForgetTensor {
         };
         let Some(arg) = call.args.first() else { return };
         if cx.runs_once() || !cx.value(arg).owns_device_memory() || hands_over(e, arg, cx) {
+            return;
+        }
+        // A type's own destructor forgetting what its value holds chooses not to free memory
+        // the value does not own (a non-owning view's slice): not a leak.
+        if what == "mem::forget" && cx.f.destructor {
             return;
         }
         // A `ManuallyDrop` the function returns is the caller's to drop or keep; one stored in
@@ -221,30 +228,6 @@ fn hands_over(call: &Expr, arg: &Expr, cx: &Cx<'_>) -> bool {
             .binding(&name)
             .is_some_and(|value| value.name == self_name);
     own_type || cx.f.raw_taken.contains(&name)
-}
-
-/// Whether `arg` is a value rebuilt from a raw pointer (`Arc::from_raw(p)`, `ptr::read(p)`,
-/// maybe in an `unsafe` block): wrapping it in `ManuallyDrop` or forgetting it is how unsafe
-/// code borrows a value it does not own, not a leak.
-fn rebuilt_from_raw(arg: &Expr) -> bool {
-    match strip(arg) {
-        Expr::Unsafe(u) => match u.block.stmts.as_slice() {
-            [syn::Stmt::Expr(e, None)] => rebuilt_from_raw(e),
-            _ => false,
-        },
-        Expr::Call(call) => callee_path(call).is_some_and(|p| {
-            let last = p
-                .segments
-                .last()
-                .map(|s| s.ident.to_string())
-                .unwrap_or_default();
-            last.starts_with("from_raw")
-                || (p.segments.len() >= 2
-                    && p.segments[p.segments.len() - 2].ident == "ptr"
-                    && last.starts_with("read"))
-        }),
-        _ => false,
-    }
 }
 
 #[cfg(test)]
@@ -452,5 +435,60 @@ fn borrowed(p: *const Tensor) {
 }
 "#;
         assert_eq!(hits(RULE, src), []);
+    }
+
+    #[test]
+    fn an_alias_rebuilt_from_a_device_pointer_is_forgotten_not_leaked() {
+        // infernum's shape: `upgrade_device_ptr` makes a typed `CudaSlice` over memory that
+        // another buffer owns (to give `dtoh_sync_copy` a type), and `mem::forget` keeps its
+        // destructor from freeing that memory a second time. Bound by a `let` (also through
+        // `unsafe { .. }`), as a value rebuilt from `Arc::from_raw` or `ptr::read` is.
+        let src = r#"
+use cudarc::driver::{CudaDevice, CudaSlice, DevicePtr};
+fn to_vec(dev: &CudaDevice, data: &CudaSlice<u8>, n: usize) -> Vec<f32> {
+    let raw = *data.device_ptr();
+    let typed: CudaSlice<f32> = unsafe { dev.upgrade_device_ptr(raw, n) };
+    let out = dev.dtoh_sync_copy(&typed).unwrap();
+    std::mem::forget(typed);
+    out
+}
+fn borrowed(p: *const CudaSlice<f32>) {
+    let s: CudaSlice<f32> = unsafe { std::ptr::read(p) };
+    std::mem::forget(s);
+}
+fn fresh(dev: &CudaDevice, n: usize) {
+    let owned: CudaSlice<f32> = dev.alloc_zeros(n).unwrap();
+    std::mem::forget(owned);
+}
+"#;
+        // A buffer the function allocates is still leaked.
+        assert_eq!(hits(RULE, src), [(16, 5)]);
+    }
+
+    #[test]
+    fn a_destructor_forgetting_what_it_does_not_own_does_not_fire() {
+        // infernum's `PoolableBuffer`: its `Drop` forgets the slice of a non-owning view, so
+        // that the memory another buffer owns is not freed twice. A type's own destructor
+        // chooses what of its value it frees; elsewhere, forgetting the field still leaks.
+        let src = r#"
+use cudarc::driver::CudaSlice;
+struct Buffer { slice: Option<CudaSlice<u8>>, owned: bool }
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if !self.owned {
+            if let Some(slice) = self.slice.take() {
+                std::mem::forget(slice);
+            }
+        }
+    }
+}
+impl Buffer {
+    fn drop(&mut self) {
+        let slice: CudaSlice<u8> = self.slice.take().unwrap();
+        std::mem::forget(slice);
+    }
+}
+"#;
+        assert_eq!(hits(RULE, src), [(16, 9)]);
     }
 }

@@ -2,7 +2,8 @@
 //! where `n` counts the loop's iterations (a range's index, `enumerate`'s index, a local
 //! the body advances by a constant each time). What such a guard holds runs at most that
 //! many times per run of the loop, as a diagnostic for the first tokens does, so the loop
-//! does not repeat it (`Cx::hot_loop_depth`).
+//! does not repeat it (`Cx::hot_loop_depth`). So does a block that `break`s out of the
+//! innermost loop ([`breaks_out`]): what it holds runs once per run of that loop.
 
 use rustc_hash::FxHashSet;
 
@@ -54,6 +55,42 @@ pub(super) fn counters(pat: Option<&Pat>, iter: Option<&Expr>, body: &Block) -> 
         }
     }
     out
+}
+
+/// Whether `block` ends the innermost loop around it: one of its own statements is a
+/// `break` with no label (`Converged(l) => { log(l.to_scalar()?); break; }`), and nothing
+/// in it `continue`s that loop first (`if short { continue; } break`). What it holds runs at
+/// most once per run of that loop.
+pub(super) fn breaks_out(block: &Block) -> bool {
+    let breaks = block
+        .stmts
+        .iter()
+        .any(|s| matches!(s, Stmt::Expr(Expr::Break(b), _) if b.label.is_none()));
+    if !breaks {
+        return false;
+    }
+    let mut continues = Continues(false);
+    continues.visit_block(block);
+    !continues.0
+}
+
+/// Whether a `continue` that may go on with the loop around the code is found: any
+/// `continue` outside the loops and closures nested in it.
+struct Continues(bool);
+
+impl<'ast> Visit<'ast> for Continues {
+    fn visit_expr_continue(&mut self, _: &'ast syn::ExprContinue) {
+        self.0 = true;
+    }
+    fn visit_expr_for_loop(&mut self, e: &'ast syn::ExprForLoop) {
+        self.visit_expr(&e.expr);
+    }
+    fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
+        self.visit_expr(&e.cond);
+    }
+    fn visit_expr_loop(&mut self, _: &'ast syn::ExprLoop) {}
+    fn visit_expr_closure(&mut self, _: &'ast syn::ExprClosure) {}
+    fn visit_item(&mut self, _: &'ast syn::Item) {}
 }
 
 /// The enclosing loops (indices into `cx.f.loops`) of which `cond` lets only a bounded

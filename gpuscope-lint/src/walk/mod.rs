@@ -44,6 +44,8 @@ pub(crate) struct Walker<'i> {
     depth: usize,
     /// How many impls or traits with type parameters enclose the code.
     generic_items: usize,
+    /// The innermost impl around the code is an `impl Drop for ..`.
+    drop_impl: bool,
     /// Walk only the functions that span one of these lines (1-based, ascending).
     pub(crate) only_lines: Option<&'i [usize]>,
 }
@@ -59,6 +61,7 @@ impl<'i> Walker<'i> {
             sink: Sink::new(levels),
             depth: 0,
             generic_items: 0,
+            drop_impl: false,
             only_lines: None,
         }
     }
@@ -140,10 +143,11 @@ impl<'i> Walker<'i> {
                 manually_drop_lets: facts.manually_drop_lets,
                 moved_out: facts.moved_out,
                 main: sig.ident == "main" && sig.inputs.is_empty(),
-                burn_cpu: w
+                destructor: w.drop_impl && sig.ident == "drop",
+                cpu_backend: w
                     .cx
                     .index()
-                    .runs_on_burns_cpu(sig, block, w.generic_items > 0),
+                    .runs_on_a_cpu_backend(sig, block, w.generic_items > 0),
                 ..FnState::default()
             };
             let saved_state = std::mem::replace(&mut w.cx.f, fresh);
@@ -284,9 +288,16 @@ impl<'ast> Visit<'ast> for Walker<'_> {
     fn visit_item_impl(&mut self, item: &'ast syn::ItemImpl) {
         let saved = self.cx.env.types.set_self_ty(Some((*item.self_ty).clone()));
         let generic = usize::from(item.generics.type_params().next().is_some());
+        let is_drop = item
+            .trait_
+            .as_ref()
+            .and_then(|(path, _)| path.segments.last())
+            .is_some_and(|s| s.ident == "Drop");
+        let saved_drop = std::mem::replace(&mut self.drop_impl, is_drop);
         self.generic_items += generic;
         self.with_levels(&item.attrs, |w| visit::visit_item_impl(w, item));
         self.generic_items -= generic;
+        self.drop_impl = saved_drop;
         self.cx.env.types.set_self_ty(saved);
     }
 
@@ -367,6 +378,11 @@ impl<'ast> Visit<'ast> for Walker<'_> {
 
     fn visit_block(&mut self, block: &'ast Block) {
         let saved = self.cx.f.no_grad;
+        // A block that `break`s out of the innermost loop runs once per run of it.
+        let once = bounded::breaks_out(block);
+        if let Some(frame) = self.cx.f.loops.last_mut().filter(|_| once) {
+            frame.bounded += 1;
+        }
         for stmt in &block.stmts {
             self.visit_stmt(stmt);
             if let Stmt::Local(local) = stmt {
@@ -374,6 +390,9 @@ impl<'ast> Visit<'ast> for Walker<'_> {
                     self.cx.f.no_grad = Some(NoGrad::Guard);
                 }
             }
+        }
+        if let Some(frame) = self.cx.f.loops.last_mut().filter(|_| once) {
+            frame.bounded -= 1;
         }
         self.cx.f.no_grad = saved;
     }

@@ -85,7 +85,8 @@ fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
   waits for, and is reported. burn's tensors carry their backend in their type: a read of
   one is not reported in a function that names burn's CPU backend (`NdArray`,
   `NdArrayDevice`, or an alias of the file for one, `type B = Autodiff<NdArray>;`), names
-  no other backend and is not generic (nor in a generic impl), as a test on `NdArray` is.
+  no other backend and is not generic (nor in a generic impl), as a test on `NdArray` is;
+  likewise dfdx's CPU device (`Cpu`; `AutoDevice` is neither, a cargo feature decides it).
   A tensor that such a function gets from a call whose backend the file does not show
   (a model loaded by another module's code on a GPU backend) is taken to be there too.
 - A read under a guard that lets only a bounded number of a loop's iterations through
@@ -94,7 +95,9 @@ fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
   literal each time) does not count that loop: logging the first tokens of a generation is
   not reported. `if step % 100 == 0` still is (it repeats, if less often), and so is
   `if step < 1000` (a thousand waits); a constant's value is not read, so
-  `if step < WARMUP` is taken as a bound, whatever `WARMUP` is.
+  `if step < WARMUP` is taken as a bound, whatever `WARMUP` is. A block that `break`s out
+  of the innermost loop (and does not `continue` it first) runs once per run of that loop,
+  which it therefore does not count either (`Converged(l) => { log(l.to_scalar()?); break; }`).
 - Callers are followed in the file and in the other files of its crate (the files
   `gpuscope lint` is given of one package: `src/lib.rs` and `src/main.rs` with the modules
   their `mod` declarations reach, each `src/bin/`, `tests/`, `examples/` and `benches/`
@@ -178,7 +181,7 @@ impl Check for ItemInHotLoop {
         let Expr::MethodCall(call) = e else { return };
         if let Some(read) = data_read_by_its_use(call, cx) {
             // Loops last: the callers' are looked for only for a read.
-            if let Some(fate) = (!cx.f.burn_cpu).then(|| cx.fate()).flatten() {
+            if let Some(fate) = (!cx.f.cpu_backend).then(|| cx.fate()).flatten() {
                 emit(read, fate, cx, sink);
             }
             return;
@@ -191,7 +194,7 @@ impl Check for ItemInHotLoop {
         let kind = value.kind;
         if kind == Kind::Host
             || on_the_cpu(&call.receiver, &value, cx)
-            || (cx.f.burn_cpu && Used::is_burn_read(&method))
+            || (cx.f.cpu_backend && Used::is_typed_backend_read(&method))
             || (COMMON_NAMES.contains(&method.as_str())
                 && call.turbofish.is_none()
                 && kind != Kind::Device)

@@ -361,6 +361,18 @@ impl<'ast> Visit<'ast> for Sites<'_> {
         self.loops.pop();
     }
 
+    fn visit_block(&mut self, block: &'ast Block) {
+        // A block that `break`s out of the innermost loop runs once per run of it.
+        let once = bounded::breaks_out(block);
+        if let Some(frame) = self.loops.last_mut().filter(|_| once) {
+            frame.bounded += 1;
+        }
+        visit::visit_block(self, block);
+        if let Some(frame) = self.loops.last_mut().filter(|_| once) {
+            frame.bounded -= 1;
+        }
+    }
+
     fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
         self.enter(&[], bounded::counters(None, None, &e.body));
         self.visit_expr(&e.cond);

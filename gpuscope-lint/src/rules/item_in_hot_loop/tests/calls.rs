@@ -293,3 +293,78 @@ fn train(n: usize, xs: &[Tensor]) -> candle_core::Result<()> {
 "#;
     assert_eq!(hits(RULE, src), []);
 }
+
+#[test]
+fn a_read_in_a_block_that_breaks_out_of_its_loop_runs_once_per_run_of_it() {
+    // candle-bhop's shape: the L-BFGS loop logs the loss in the arm that `break`s out of it
+    // once converged, so the read runs once per run of the loop (once per basin-hopping
+    // step, in the caller's loop), not once per iteration; and a call in such a block does
+    // not repeat with that loop either. The arm that goes on stepping still reads every
+    // iteration, and so does a block that only `continue`s, or `continue`s before its
+    // `break`.
+    let src = r#"
+use candle_core::Tensor;
+fn lbfgs(opt: &mut Lbfgs, loss: Tensor, steps: usize) -> candle_core::Result<f32> {
+    let mut loss = loss;
+    for _ in 0..steps {
+        match opt.backward_step(&loss)? {
+            Outcome::Converged(new_loss) => {
+                log(new_loss.to_scalar::<f32>()?);
+                loss = new_loss;
+                break;
+            }
+            Outcome::Stepped(new_loss) => {
+                let l = new_loss.to_scalar::<f32>()?;
+                loss = new_loss;
+            }
+        }
+    }
+    Ok(0.0)
+}
+fn hop(opt: &mut Lbfgs, loss: &Tensor, hops: usize, steps: usize) -> candle_core::Result<()> {
+    for _ in 0..hops {
+        lbfgs(opt, loss.clone(), steps)?;
+    }
+    Ok(())
+}
+fn first_finite(xs: &[Vec<Tensor>]) -> candle_core::Result<f32> {
+    let mut total = 0.0;
+    for row in xs {
+        for x in row {
+            if x.is_finite() {
+                total += x.to_scalar::<f32>()?;
+                break;
+            }
+        }
+        for x in row {
+            if x.skip() {
+                total += x.to_scalar::<f32>()?;
+                continue;
+            }
+        }
+        for x in row {
+            report(x)?;
+            break;
+        }
+    }
+    Ok(total)
+}
+fn report(x: &Tensor) -> candle_core::Result<f32> {
+    x.to_scalar::<f32>()
+}
+fn refill(rounds: usize, model: &Model) -> candle_core::Result<()> {
+    for _ in 0..rounds {
+        loop {
+            let fresh = model.play()?.to_scalar::<f32>()?;
+            if fresh < 0.5 {
+                continue;
+            }
+            break;
+        }
+    }
+    Ok(())
+}
+"#;
+    // A loop body that `continue`s before its `break` may run again.
+    assert_eq!(hits(RULE, src), [(13, 25), (37, 26), (54, 25)]);
+}

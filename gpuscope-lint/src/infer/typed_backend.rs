@@ -1,11 +1,12 @@
-//! Where burn computes, as the type names show ([`BurnBackends`]).
+//! Where burn and dfdx compute, as the type names show ([`TypedBackends`]).
 //!
 //! burn's tensors carry their backend in their type (`Tensor<NdArray, 2>`, `Tensor<B, 2>`
-//! with `type B = Autodiff<NdArray>;`), not in a device value as candle's and tch's do. A
-//! function that names burn's CPU backend (`NdArray`, its device `NdArrayDevice`, or an
-//! alias of the file for one of them) and no other backend, and is not generic over one,
-//! has all its tensors on the CPU: the test of a model on `NdArray`, an example that trains
-//! on it. Reading those waits for no device.
+//! with `type B = Autodiff<NdArray>;`), and dfdx's their device (`Tensor<Rank1<4>, f32,
+//! Cpu>`, `type Device = Cpu;`), not in a device value as candle's and tch's do. A
+//! function that names a CPU backend (burn's `NdArray`, its device `NdArrayDevice`, dfdx's
+//! `Cpu`, or an alias of the file for one of them) and no other backend, and is not generic
+//! over one, has all its tensors on the CPU: the test of a model on `NdArray`, an example
+//! that trains on dfdx's `Cpu`. Reading those waits for no device.
 
 use rustc_hash::FxHashSet;
 
@@ -16,17 +17,18 @@ use crate::frameworks::Used;
 
 /// The file's type aliases of burn backends, by where the backend computes.
 #[derive(Debug, Default)]
-pub(crate) struct BurnBackends {
-    /// Aliases of the CPU backend only (`type B = NdArray<f32>;`, `type AB = Autodiff<NdArray>;`).
+pub(crate) struct TypedBackends {
+    /// Aliases of a CPU backend only (`type B = NdArray<f32>;`, `type AB = Autodiff<NdArray>;`,
+    /// `type Device = Cpu;`).
     cpu: FxHashSet<String>,
     /// Aliases that name a backend that may be a GPU (or declared twice, once so).
     other: FxHashSet<String>,
-    /// The file imports the CPU backend or declares an alias of it: without that, no
+    /// The file imports a CPU backend or declares an alias of one: without that, no
     /// function is looked at.
     cpu_named: bool,
 }
 
-impl BurnBackends {
+impl TypedBackends {
     /// Notes `type name = ty;`.
     pub(super) fn add_alias(&mut self, used: &Used, name: &str, ty: &Type) {
         let mut names = BackendNames::new(self, used);
@@ -50,18 +52,18 @@ impl BurnBackends {
         }
     }
 
-    /// Notes an imported name (`use burn::backend::NdArray;`).
+    /// Notes an imported name (`use burn::backend::NdArray;`, `use dfdx::tensor::Cpu;`).
     pub(super) fn add_import(&mut self, used: &Used, name: &str) {
-        self.cpu_named |= used.burn_backend(name) == Some(true);
+        self.cpu_named |= used.typed_backend(name) == Some(true);
     }
 
     /// Notes a renamed import (`use burn::backend::NdArray as Cpu;`), an alias.
     pub(super) fn add_renamed_import(&mut self, used: &Used, rename: &str, name: &str) {
-        self.note_alias(rename, used.burn_backend(name));
+        self.note_alias(rename, used.typed_backend(name));
     }
 
-    /// Whether the function of `sig` and `body` runs on burn's CPU backend: it names that
-    /// backend or an alias of it, names no other backend (nor an alias of one), and has no
+    /// Whether the function of `sig` and `body` runs on a CPU backend: it names one or an
+    /// alias of one, names no other backend (nor an alias of one), and has no
     /// type parameters (`generic_outer`: neither has the impl or trait around it) that
     /// could stand for another.
     pub(super) fn runs_on_cpu(
@@ -83,14 +85,14 @@ impl BurnBackends {
 
 /// The backends named in the code visited.
 struct BackendNames<'a> {
-    aliases: &'a BurnBackends,
+    aliases: &'a TypedBackends,
     used: &'a Used,
     cpu: bool,
     other: bool,
 }
 
 impl<'a> BackendNames<'a> {
-    fn new(aliases: &'a BurnBackends, used: &'a Used) -> Self {
+    fn new(aliases: &'a TypedBackends, used: &'a Used) -> Self {
         BackendNames {
             aliases,
             used,
@@ -120,7 +122,7 @@ impl<'ast> Visit<'ast> for BackendNames<'_> {
         } else if self.aliases.cpu.contains(&name) {
             self.cpu = true;
         } else {
-            match self.used.burn_backend(&name) {
+            match self.used.typed_backend(&name) {
                 Some(true) => self.cpu = true,
                 Some(false) => self.other = true,
                 None => {}
