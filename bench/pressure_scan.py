@@ -11,7 +11,7 @@ Usage, from the repository root:
     python3 bench/pressure_scan.py GPUSCOPE_BINARY OUT.jsonl [--fractions 0.8,0.9,0.95] [TRACE...]
 Writes one JSON line per (trace, fraction) to OUT.jsonl (whether it fit, and the driver
 calls of each pass) and prints a summary per fraction. GPUSCOPE_ALLOC_CONF applies.
-About 10 minutes for three fractions of the 202 traces on a 2-CPU machine.
+About 10 minutes for three fractions of the 210 traces on a 2-CPU machine.
 """
 import argparse
 import glob
