@@ -232,25 +232,7 @@ impl AllocState {
             (old, s.base + old as u64, s.pool)
         };
         self.resize_oversize(pool, old_size, old_size + size);
-        let tail = self.tail_block(seg);
-        if self.slab.get(tail).state == BlockState::Free && self.is_clean_for(tail, stream) {
-            self.unindex_free(tail);
-            self.slab.get_mut(tail).size += size;
-            self.index_free(tail);
-            return tail;
-        }
-        let tail_free = self.slab.get(tail).state == BlockState::Free;
-        if tail_free {
-            self.unindex_free(tail);
-        }
-        let block = self.slab.insert(end, size, seg, stream, pool);
-        self.slab.get_mut(block).prev = tail;
-        self.slab.get_mut(tail).next = block;
-        if tail_free {
-            self.index_free(tail);
-        }
-        self.index_free(block);
-        block
+        self.free_after_tail(seg, end, size, stream, pool)
     }
 
     /// Joins segment `upper`, which starts where segment `lower` ends, into `lower`; the

@@ -356,30 +356,42 @@ impl AllocState {
             old
         };
         self.resize_oversize(pool, old_size, old_size + size);
+        // The wilderness grows (`growable_arena` passes over a top of another stream's
+        // memory still in use; should one get here, it stays out of the new wilderness).
+        self.free_after_tail(seg, top, size, stream, pool)
+    }
+
+    /// Makes `size` bytes just mapped at `at`, the end of segment `seg` (which the caller
+    /// grew to cover them), free memory: the segment's free tail grows when it may serve
+    /// `stream`, else a free block of their own follows it (memory another stream may
+    /// still use is never handed out with it). Returns the free block that ends there.
+    pub(super) fn free_after_tail(
+        &mut self,
+        seg: u32,
+        at: u64,
+        size: usize,
+        stream: StreamId,
+        pool: Pool,
+    ) -> u32 {
         let tail = self.tail_block(seg);
         let tail_free = self.slab.get(tail).state == BlockState::Free;
         if tail_free && self.is_clean_for(tail, stream) {
-            // The wilderness grows.
             self.unindex_free(tail);
             self.slab.get_mut(tail).size += size;
             self.index_free(tail);
-            tail
-        } else {
-            // `growable_arena` passes over a top of another stream's memory still in use;
-            // should one get here, it stays out of the new wilderness (never handed out
-            // while in use).
-            if tail_free {
-                self.unindex_free(tail);
-            }
-            let block = self.slab.insert(top, size, seg, stream, pool);
-            self.slab.get_mut(block).prev = tail;
-            self.slab.get_mut(tail).next = block;
-            if tail_free {
-                self.index_free(tail);
-            }
-            self.index_free(block);
-            block
+            return tail;
         }
+        if tail_free {
+            self.unindex_free(tail);
+        }
+        let block = self.slab.insert(at, size, seg, stream, pool);
+        self.slab.get_mut(block).prev = tail;
+        self.slab.get_mut(tail).next = block;
+        if tail_free {
+            self.index_free(tail);
+        }
+        self.index_free(block);
+        block
     }
 
     /// The segment of arena `arena` with the highest base, if any.
