@@ -93,7 +93,12 @@ impl AllocState {
         if let Some(hole) = self.find_hole(stream, pool, rounded) {
             let at_top = top.map_or(rounded, |(_, have)| rounded - have);
             if hole.need() <= at_top.div_ceil(page) * page {
-                return self.fill_hole(hole, stream, pool);
+                let block = self.fill_hole(hole, stream, pool)?;
+                debug_assert!(
+                    self.slab.get(block).size >= rounded,
+                    "a filled hole holds the request"
+                );
+                return Ok(block);
             }
         }
         let (arena, have) = match top {
