@@ -14,7 +14,7 @@
 
 use crate::backend::StreamId;
 
-use super::block::{BlockState, NIL};
+use super::block::BlockState;
 use super::growth::{chunk_limit, growth_size};
 use super::memory::GrowError;
 use super::rounding::Pool;
@@ -236,8 +236,8 @@ impl AllocState {
     }
 
     /// Joins segment `upper`, which starts where segment `lower` ends, into `lower`; the
-    /// free blocks that meet merge when they may (`merge`). Returns the block at the
-    /// join's lower side after the merge.
+    /// free blocks that meet merge when they may (`merge::absorb_neighbours`). Returns the
+    /// block at the join's lower side after the merge.
     fn join_segments(&mut self, lower: u32, upper: u32, stream: StreamId) -> u32 {
         let low_tail = self.tail_block(lower);
         let up_head = self.segment(upper).head;
@@ -271,41 +271,17 @@ impl AllocState {
         self.resize_oversize(pool, old_size, old_size + up.size);
         self.slab.get_mut(low_tail).next = up_head;
         self.slab.get_mut(up_head).prev = low_tail;
-        let mut cur = up_head;
-        while cur != NIL {
-            let b = self.slab.get_mut(cur);
-            b.segment = lower;
-            cur = b.next;
+        self.relabel(lower);
+        if head_free {
+            self.index_free(up_head);
         }
-        let mergeable = tail_free
-            && head_free
-            && (self.slab.get(up_head).stream == self.slab.get(low_tail).stream
-                || (self.is_clean_for(low_tail, stream) && self.is_clean_for(up_head, stream)));
-        if mergeable {
-            // Neither is indexed: merge by hand, as `absorb` does.
-            let (size, next, freed_at, same) = {
-                let h = self.slab.get(up_head);
-                let t = self.slab.get(low_tail);
-                (h.size, h.next, h.freed_at, h.stream == t.stream)
-            };
-            if next != NIL {
-                self.slab.get_mut(next).prev = low_tail;
-            }
-            let t = self.slab.get_mut(low_tail);
-            t.next = next;
-            t.size += size;
-            if same {
-                t.freed_at = t.freed_at.max(freed_at);
-            }
-            self.slab.remove(up_head);
+        if tail_free {
+            // The free memory that meets at the join merges on `merge`'s rule; what the
+            // merged neighbours counted as inactive splits goes with them.
+            let (blocks, bytes) = self.absorb_neighbours(low_tail, stream);
+            self.stats.inactive_split.change(pool, blocks);
+            self.stats.inactive_split_bytes.change(pool, bytes);
             self.index_free(low_tail);
-        } else {
-            if tail_free {
-                self.index_free(low_tail);
-            }
-            if head_free {
-                self.index_free(up_head);
-            }
         }
         let arena = self.segment(lower).arena().expect("a mapped segment");
         self.refresh_wild(arena);

@@ -348,7 +348,7 @@ impl AllocState {
     }
 
     /// Points every block of segment `seg` at it.
-    fn relabel(&mut self, seg: u32) {
+    pub(super) fn relabel(&mut self, seg: u32) {
         let mut cur = self.segment(seg).head;
         while cur != NIL {
             let b = self.slab.get_mut(cur);
