@@ -247,6 +247,18 @@ impl AllocState {
         let head_free = self.slab.get(up_head).state == BlockState::Free;
         if tail_free {
             self.unindex_free(low_tail);
+            // A free tail of another stream grew into the hole only because that stream's
+            // work on it is done (`free_after_tail`): the memory, old and new, is clean,
+            // and it merges on the requesting stream's rule, as the request's fit was
+            // counted. Left with its stream it would keep apart from free memory of its
+            // own stream still in use above (which no free block may) and could not
+            // take the free head the fit counted.
+            if self.slab.get(low_tail).stream != stream {
+                debug_assert!(self.is_clean_for(low_tail, stream));
+                let b = self.slab.get_mut(low_tail);
+                b.stream = stream;
+                b.freed_at = 0;
+            }
         }
         if head_free {
             self.unindex_free(up_head);
@@ -394,6 +406,62 @@ mod tests {
         alloc.check_invariants().unwrap();
         alloc.free(big).unwrap();
         alloc.check_invariants().unwrap();
+    }
+
+    /// With streams sharing pools, a hole joins a free tail of a stream whose work is
+    /// done and the free head above it that the same stream freed later, still in use:
+    /// the tail, grown for another stream, takes that stream's rule, so the two stay
+    /// apart (the head may not serve it) and no free block holds memory of one stream
+    /// next to its own free memory unmerged.
+    #[test]
+    fn a_clean_tail_of_another_stream_joins_a_hole_for_the_requester() {
+        use crate::backend::Backend;
+        use crate::backend::test::EventMode;
+        let dev = Arc::new(
+            TestBackend::builder()
+                .capacity(80 << 30)
+                .virtual_memory(2 * MIB)
+                .event_mode(EventMode::Manual)
+                .build(),
+        );
+        let config = AllocConfig {
+            max_chunk_size: Some(20 * MIB),
+            .."share_across_streams:True".parse().unwrap()
+        };
+        let alloc = CachingAllocator::new(dev.clone(), config).unwrap();
+        let (a, b) = (StreamId::DEFAULT, dev.create_stream().unwrap());
+        alloc.free(alloc.allocate(1 << 30, a).unwrap()).unwrap();
+        let p = alloc.allocate(290 * MIB, a).unwrap();
+        let q = alloc.allocate(10 * MIB, a).unwrap();
+        let gone = alloc.allocate(300 * MIB, a).unwrap();
+        let c = alloc.allocate(300 * MIB, a).unwrap();
+        let base = p.addr().0;
+        assert_eq!(c.addr().0 - base, 600 * MIB as u64);
+        alloc.free(q).unwrap();
+        alloc.free(gone).unwrap();
+        // Waits for `a` (its frees are done after) and leaves a hole at 300..600 MiB
+        // above `a`'s free 10 MiB, which shares a page with `p`.
+        alloc.empty_cache().unwrap();
+        assert_eq!(segments(&alloc, base), vec![(0, 300), (600, 300)]);
+        // `a` works on `c` and frees it: the free head above the hole is `a`'s, busy.
+        dev.launch(a, c.addr(), 300 * MIB).unwrap();
+        alloc.free(c).unwrap();
+        // 305 MiB: the tail, the hole and 5 MiB left free next to `c`.
+        let big = alloc.allocate(305 * MIB, b).unwrap();
+        assert_eq!(
+            big.addr().0 - base,
+            290 * MIB as u64,
+            "the tail and the hole"
+        );
+        assert_eq!(segments(&alloc, base), vec![(0, 900)]);
+        alloc.check_invariants().unwrap();
+        alloc.free(big).unwrap();
+        alloc.free(p).unwrap();
+        alloc.check_invariants().unwrap();
+        dev.complete_stream(a);
+        dev.complete_stream(b);
+        alloc.empty_cache().unwrap();
+        assert_eq!(dev.used(), 0);
     }
 
     /// Growing the top stays the choice when it maps less than a hole would: a free top
