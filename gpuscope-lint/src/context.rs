@@ -97,11 +97,14 @@ pub(crate) struct FnState {
     pub(crate) cpu_backend: bool,
     /// The address of the function's body: its key in [`Callers`].
     pub(crate) body: usize,
-    /// How many debug switches (`if DEBUG { .. }`, `if tracing::enabled!(..) { .. }`)
-    /// guard the code: there its callers' loops are not counted.
+    /// How many debug switches (`if DEBUG { .. }`, `if tracing::enabled!(..) { .. }`, the
+    /// rest of a block after `if !DEBUG { return; }`) or guards that never hold (`if index
+    /// == -1 { .. }`) guard the code: there its callers' loops are not counted.
     pub(crate) debugging: usize,
     /// Locals bound to a debug switch (`let debug = std::env::var_os("X").is_some();`).
     pub(crate) switches: FxHashSet<String>,
+    /// Locals bound to a non-negative integer literal (`let mut index = 0;`).
+    pub(crate) from_zero: FxHashSet<String>,
 }
 
 /// A binding that refers into a `&mut` parameter's contents.

@@ -3,7 +3,9 @@
 //! the body advances by a constant each time). What such a guard holds runs at most that
 //! many times per run of the loop, as a diagnostic for the first tokens does, so the loop
 //! does not repeat it (`Cx::hot_loop_depth`). So does a block that `break`s out of the
-//! innermost loop ([`breaks_out`]): what it holds runs once per run of that loop.
+//! innermost loop ([`breaks_out`]): what it holds runs once per run of that loop. And a
+//! guard that never holds ([`never_holds`]: a counter from zero up compared equal to a
+//! negative literal, `if index == -1 { println!(..) }`) holds code that never runs.
 
 use rustc_hash::FxHashSet;
 
@@ -131,6 +133,57 @@ pub(super) fn bounded_frames(
     out
 }
 
+/// Whether `cond` never holds: a counter of an enclosing loop that the function bound to a
+/// non-negative integer literal (`from_zero`, `let mut index = 0;`) and that the loop's body
+/// advances by a literal, compared equal to a negative literal (`index == -1`, a print
+/// switched off), alone or in a conjunction.
+pub(super) fn never_holds(loops: &[LoopFrame], from_zero: &FxHashSet<String>, cond: &Expr) -> bool {
+    let Expr::Binary(b) = strip(cond) else {
+        return false;
+    };
+    match b.op {
+        BinOp::And(_) => {
+            never_holds(loops, from_zero, &b.left) || never_holds(loops, from_zero, &b.right)
+        }
+        BinOp::Eq(_) => {
+            let name = if negative_int_literal(&b.right) {
+                plain_name(&b.left)
+            } else if negative_int_literal(&b.left) {
+                plain_name(&b.right)
+            } else {
+                None
+            };
+            name.is_some_and(|n| {
+                from_zero.contains(&n) && loops.iter().any(|l| l.counters.contains(&n))
+            })
+        }
+        _ => false,
+    }
+}
+
+/// Notes in `from_zero` whether `let pat = init;` binds a local to a non-negative integer
+/// literal (`let mut n = 0;`), and forgets a name bound to anything else.
+pub(super) fn bind_from_zero(from_zero: &mut FxHashSet<String>, pat: &Pat, init: Option<&Expr>) {
+    let pat = match pat {
+        Pat::Type(t) => &*t.pat,
+        pat => pat,
+    };
+    let Pat::Ident(p) = pat else {
+        return;
+    };
+    let name = p.ident.to_string();
+    if p.subpat.is_none() && init.is_some_and(is_int_literal) {
+        from_zero.insert(name);
+    } else {
+        from_zero.remove(&name);
+    }
+}
+
+/// `-1`, `-(2)`: a negated integer literal.
+fn negative_int_literal(e: &Expr) -> bool {
+    matches!(strip(e), Expr::Unary(u) if matches!(u.op, syn::UnOp::Neg(_)) && is_int_literal(&u.expr))
+}
+
 /// The index a `for` pattern binds where every iteration gives a new one.
 fn index_of(pat: &Pat, iter: &Expr) -> Option<String> {
     let mut e = strip(iter);
@@ -166,8 +219,8 @@ pub(super) const MAX_LITERAL_BOUND: u64 = 64;
 
 /// The names `cond` bounds: `n < K`, `n <= K`, `n == K` (or `K > n`, `K >= n`, `K == n`),
 /// `K` an integer literal (at most [`MAX_LITERAL_BOUND`] for `<` and `<=`; any for `==`,
-/// which lets one iteration through) or a constant (`is_const`), alone or in a
-/// conjunction (`&&`).
+/// negative too, which lets one iteration through) or a constant (`is_const`), alone or in
+/// a conjunction (`&&`).
 fn bounded_names(cond: &Expr, is_const: &dyn Fn(&Expr) -> bool) -> Vec<String> {
     let Expr::Binary(b) = strip(cond) else {
         return Vec::new();
@@ -179,7 +232,9 @@ fn bounded_names(cond: &Expr, is_const: &dyn Fn(&Expr) -> bool) -> Vec<String> {
     }
     let equal = matches!(b.op, BinOp::Eq(_));
     let bound = |e: &Expr| {
-        is_const(strip(e)) || int_literal(e).is_some_and(|k| equal || k <= MAX_LITERAL_BOUND)
+        is_const(strip(e))
+            || int_literal(e).is_some_and(|k| equal || k <= MAX_LITERAL_BOUND)
+            || (equal && negative_int_literal(e))
     };
     let name = match b.op {
         BinOp::Lt(_) | BinOp::Le(_) | BinOp::Eq(_) if bound(&b.right) => plain_name(&b.left),

@@ -303,6 +303,13 @@ impl<'ast> Visit<'ast> for Walker<'_> {
 
     fn visit_expr_if(&mut self, e: &'ast syn::ExprIf) {
         let (debug, gated) = switches::of_if(&e.cond, &self.cx.index().consts, &self.cx.f.switches);
+        // A guard that never holds (`if index == -1 { .. }`) holds code that never runs.
+        let debug = debug
+            + usize::from(bounded::never_holds(
+                &self.cx.f.loops,
+                &self.cx.f.from_zero,
+                &e.cond,
+            ));
         self.cx.f.debugging += gated;
         self.visit_expr(&e.cond);
         self.cx.f.debugging -= gated;
@@ -383,6 +390,8 @@ impl<'ast> Visit<'ast> for Walker<'_> {
         if let Some(frame) = self.cx.f.loops.last_mut().filter(|_| once) {
             frame.bounded += 1;
         }
+        // After `if !DEBUG { return; }` the rest of the block runs only while debugging.
+        let mut leaves = 0;
         for stmt in &block.stmts {
             self.visit_stmt(stmt);
             if let Stmt::Local(local) = stmt {
@@ -390,7 +399,12 @@ impl<'ast> Visit<'ast> for Walker<'_> {
                     self.cx.f.no_grad = Some(NoGrad::Guard);
                 }
             }
+            if switches::leaves_unless(stmt, &self.cx.index().consts, &self.cx.f.switches) {
+                self.cx.f.debugging += 1;
+                leaves += 1;
+            }
         }
+        self.cx.f.debugging -= leaves;
         if let Some(frame) = self.cx.f.loops.last_mut().filter(|_| once) {
             frame.bounded -= 1;
         }
@@ -417,6 +431,7 @@ impl<'ast> Visit<'ast> for Walker<'_> {
             init.map(|i| &*i.expr),
             consts,
         );
+        bounded::bind_from_zero(&mut self.cx.f.from_zero, &local.pat, init.map(|i| &*i.expr));
         // `let mut guard = CACHE.lock().unwrap();`: `guard` now refers into the static.
         let pat = match &local.pat {
             Pat::Type(t) => &*t.pat,

@@ -8,11 +8,13 @@
 //! std::env::var_os("X_DEBUG").is_some()`), a call of a function named for it
 //! (`is_enabled()`, `debug_enabled()`, `verbose()`), or a local bound to one of those
 //! (`let debug = std::env::var_os("X").is_some(); .. if debug { .. }`); alone or in a
-//! conjunction (`if DEBUG && ..`).
+//! conjunction (`if DEBUG && ..`). A statement that leaves unless a switch is on (`if
+//! !tracing::enabled!(Level::DEBUG) { return; }`, [`leaves_unless`]) makes the rest of its
+//! block debug-only.
 
 use rustc_hash::FxHashSet;
 
-use syn::{BinOp, Expr, Pat};
+use syn::{BinOp, Expr, Pat, Stmt, UnOp};
 
 use crate::syntax::{chain_root, is_screaming_case, path_ends_with, strip};
 
@@ -42,11 +44,14 @@ pub(super) fn debug_switch(
             .last()
             .is_some_and(|s| switch_name(&s.ident.to_string())),
         Expr::MethodCall(_) => match chain_root(strip(cond)) {
-            // A flag kept in a static: `VERBOSE.with(|v| *v)`, `DEBUG.load(..)`.
-            Expr::Path(p) if p.qself.is_none() => p
-                .path
-                .get_ident()
-                .is_some_and(|name| is_screaming_case(&name.to_string())),
+            // A flag kept in a static: `VERBOSE.with(|v| *v)`, `DEBUG.load(..)`; not a
+            // question asked of a table (`FOLDABLE_OPERATORS.contains(..)`).
+            Expr::Path(p) if p.qself.is_none() => {
+                p.path
+                    .get_ident()
+                    .is_some_and(|name| is_screaming_case(&name.to_string()))
+                    && flag_read(strip(cond))
+            }
             Expr::Call(call) => env_read(call) || switch_call(call),
             _ => false,
         },
@@ -70,6 +75,52 @@ pub(super) fn of_if(
     (usize::from(debug), usize::from(gated))
 }
 
+/// Whether `stmt` leaves the code after it unless a debug switch is on: `if !switch { .. }`
+/// with no `else`, its branch only a `return`, `continue` or `break` of no value or a plain
+/// one (`if !tracing::enabled!(tracing::Level::DEBUG) { return; }` first in a helper that
+/// logs tensor statistics, `return Ok(None)`). The rest of its block runs only while
+/// debugging. A branch that does work on its way out (`if !enabled() { return f(); }` in a
+/// profiler's wrapper, which runs `f` either way) is not such an exit.
+pub(super) fn leaves_unless(
+    stmt: &Stmt,
+    consts: &FxHashSet<String>,
+    locals: &FxHashSet<String>,
+) -> bool {
+    let Stmt::Expr(Expr::If(e), _) = stmt else {
+        return false;
+    };
+    if e.else_branch.is_some() {
+        return false;
+    }
+    let Expr::Unary(u) = strip(&e.cond) else {
+        return false;
+    };
+    if !matches!(u.op, UnOp::Not(_)) || !debug_switch(&u.expr, consts, locals) {
+        return false;
+    }
+    match &e.then_branch.stmts[..] {
+        [Stmt::Expr(Expr::Return(r), _)] => r.expr.as_deref().is_none_or(plain),
+        [Stmt::Expr(Expr::Break(b), _)] => b.expr.as_deref().is_none_or(plain),
+        [Stmt::Expr(Expr::Continue(_), _)] => true,
+        _ => false,
+    }
+}
+
+/// A value that does no work: a literal, a path, or a tuple or constructor of them (`()`,
+/// `None`, `Ok(())`, `Ok(x)`).
+fn plain(e: &Expr) -> bool {
+    match strip(e) {
+        Expr::Lit(_) | Expr::Path(_) => true,
+        Expr::Tuple(t) => t.elems.iter().all(plain),
+        Expr::Call(c) => {
+            matches!(strip(&c.func), Expr::Path(p) if p.path.segments.last().is_some_and(|s| {
+                s.ident.to_string().starts_with(|c: char| c.is_ascii_uppercase())
+            })) && c.args.iter().all(plain)
+        }
+        _ => false,
+    }
+}
+
 /// Adds to `locals` the local that `let pat = init;` binds to a debug switch
 /// (`let debug = std::env::var_os("X").is_some();`), if it does.
 pub(super) fn bind(
@@ -87,6 +138,22 @@ pub(super) fn bind(
             locals.insert(p.ident.to_string());
         }
     }
+}
+
+/// Methods that read a flag kept in a static (`with`, `load`, `get`, ..), the first
+/// called on it.
+const FLAG_READS: &[&str] = &["with", "load", "get", "borrow", "read", "lock", "copied"];
+
+/// Whether the chain `e` reads a static's flag: the first method called on its root is one
+/// of [`FLAG_READS`].
+fn flag_read(e: &Expr) -> bool {
+    let mut first = None;
+    let mut e = e;
+    while let Expr::MethodCall(m) = e {
+        first = Some(&m.method);
+        e = strip(&m.receiver);
+    }
+    first.is_some_and(|m| FLAG_READS.iter().any(|f| m == f))
 }
 
 /// `std::env::var(..)` or `env::var_os(..)`.
@@ -116,6 +183,37 @@ mod tests {
     }
 
     #[test]
+    fn a_plain_exit_unless_a_switch_is_on_leaves_the_rest_debug_only() {
+        let leaves = |src: &str, locals: &[&str]| {
+            let consts = FxHashSet::default();
+            let locals = locals.iter().map(|l| (*l).to_owned()).collect();
+            let stmt: Stmt = syn::parse_str(src).unwrap();
+            leaves_unless(&stmt, &consts, &locals)
+        };
+        for src in [
+            "if !tracing::enabled!(tracing::Level::DEBUG) { return; }",
+            "if !DEBUG { return Ok(None); }",
+            "if !debug { continue; }",
+            "if !(VERBOSE.load(Ordering::Relaxed)) { break; }",
+        ] {
+            assert!(leaves(src, &["debug"]), "{src}");
+        }
+        for src in [
+            // The rest runs while the switch is off.
+            "if DEBUG { return; }",
+            // A branch that does work on its way out, or has an `else`.
+            "if !enabled() { return f(); }",
+            "if !can_fold { remaining.push(node); continue; }",
+            "if !DEBUG { return; } else { log(); }",
+            // Not a switch.
+            "if !FOLDABLE.contains(&op) { continue; }",
+            "if !ready { return; }",
+        ] {
+            assert!(!leaves(src, &["can_fold"]), "{src}");
+        }
+    }
+
+    #[test]
     fn switches_are_debug_flags_environment_reads_and_locals_bound_to_them() {
         for src in [
             "DEBUG_VAE",
@@ -138,6 +236,7 @@ mod tests {
             "cuda_is_available()",
             "debug",
             "!DEBUG",
+            "FOLDABLE_OPERATORS.contains(&op)",
         ] {
             assert!(!switch(src, &[]), "{src}");
         }

@@ -98,6 +98,9 @@ fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
   `if step < WARMUP` is taken as a bound, whatever `WARMUP` is. A block that `break`s out
   of the innermost loop (and does not `continue` it first) runs once per run of that loop,
   which it therefore does not count either (`Converged(l) => { log(l.to_scalar()?); break; }`).
+  A guard that never holds, a counter bound to a non-negative literal (`let mut index = 0;`)
+  and advanced by a literal compared equal to a negative one (`if index == -1 { .. }`, a
+  print switched off), counts as a debug switch (below).
 - Callers are followed in the file and in the other files of its crate (the files
   `gpuscope lint` is given of one package: `src/lib.rs` and `src/main.rs` with the modules
   their `mod` declarations reach, each `src/bin/`, `tests/`, `examples/` and `benches/`
@@ -120,8 +123,11 @@ fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
   count around a call (parameter sweeps and retries), nor does a loop that spawns a thread
   or task running the call (`spawn`, `spawn_blocking`, ..). A read under a debug switch
   (`if DEBUG && ..`, `if tracing::enabled!(..)`, `if VERBOSE.load(..)`, an environment
-  variable read, `is_enabled()`, or a local bound to one of those) counts only its own
-  function's loops, and a call under one passes no loops on. A retry loop of another shape
+  variable read, `is_enabled()`, or a local bound to one of those; also the rest of a block
+  after `if !tracing::enabled!(..) { return; }`, an exit of no work unless the switch is on)
+  counts only its own function's loops, and a call under one passes no loops on. A method of
+  a constant other than a flag's read (`FOLDABLE_OPS.contains(..)`, not `DEBUG.load(..)`)
+  is no switch. A retry loop of another shape
   (`loop { match train(..) { Ok(m) => break m, .. } }`, `for attempt in 0..MAX_ATTEMPTS`)
   counts as a loop, and a read of a tensor that another function put on the CPU is
   reported, as it is in the loop itself: across files, a CPU-only evaluator (an ONNX

@@ -44,6 +44,7 @@ pub(super) fn file_calls(file: &syn::File, index: &FileIndex) -> FileCallsOf {
             loops: Vec::new(),
             locals: FxHashMap::default(),
             switches: FxHashSet::default(),
+            from_zero: FxHashSet::default(),
             debugging: 0,
             out: &mut sites,
         };
@@ -76,7 +77,10 @@ struct Sites<'s> {
     locals: FxHashMap<String, TypeOf>,
     /// Locals bound to a debug switch (`let debug = std::env::var_os("X").is_some();`).
     switches: FxHashSet<String>,
-    /// How many debug switches guard the code: calls there pass no loops on.
+    /// Locals bound to a non-negative integer literal (`let mut index = 0;`).
+    from_zero: FxHashSet<String>,
+    /// How many debug switches (or guards that never hold) guard the code: calls there pass
+    /// no loops on.
     debugging: usize,
     out: &'s mut Vec<Site>,
 }
@@ -279,6 +283,7 @@ impl<'ast> Visit<'ast> for Sites<'_> {
         }
         let init = local.init.as_ref().map(|i| &*i.expr);
         switches::bind(&mut self.switches, &local.pat, init, self.consts);
+        bounded::bind_from_zero(&mut self.from_zero, &local.pat, init);
         if let Some(frame) = self.loops.last_mut() {
             pat_idents(&local.pat, &mut |ident| {
                 frame.names.insert(ident.to_string());
@@ -290,6 +295,9 @@ impl<'ast> Visit<'ast> for Sites<'_> {
         // What a debug switch guards (its condition's conjunction too) runs only while
         // debugging.
         let (debug, _) = switches::of_if(&e.cond, self.consts, &self.switches);
+        // A guard that never holds (`if index == -1 { .. }`) holds code that never runs.
+        let debug =
+            debug + usize::from(bounded::never_holds(&self.loops, &self.from_zero, &e.cond));
         self.debugging += debug;
         self.visit_expr(&e.cond);
         let bounded = bounded::bounded_frames(&self.loops, self.consts, &e.cond);
@@ -367,7 +375,16 @@ impl<'ast> Visit<'ast> for Sites<'_> {
         if let Some(frame) = self.loops.last_mut().filter(|_| once) {
             frame.bounded += 1;
         }
-        visit::visit_block(self, block);
+        // After `if !DEBUG { return; }` the rest of the block runs only while debugging.
+        let mut leaves = 0;
+        for stmt in &block.stmts {
+            self.visit_stmt(stmt);
+            if switches::leaves_unless(stmt, self.consts, &self.switches) {
+                self.debugging += 1;
+                leaves += 1;
+            }
+        }
+        self.debugging -= leaves;
         if let Some(frame) = self.loops.last_mut().filter(|_| once) {
             frame.bounded -= 1;
         }

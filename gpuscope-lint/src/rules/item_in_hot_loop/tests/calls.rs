@@ -368,3 +368,93 @@ fn refill(rounds: usize, model: &Model) -> candle_core::Result<()> {
     // A loop body that `continue`s before its `break` may run again.
     assert_eq!(hits(RULE, src), [(13, 25), (37, 26), (54, 25)]);
 }
+
+#[test]
+fn the_rest_of_a_block_that_returns_unless_debugging_runs_only_while_debugging() {
+    // qwen3-tts-rs's shape: a helper that logs tensor statistics returns first unless
+    // tracing's debug level is on, so its reads run only while debugging, however often
+    // the decoder's loops call it; so does the rest of a loop body after `if !DEBUG {
+    // continue; }`. A branch that does work on its way out (a profiler's `return f();`)
+    // is no such exit, and neither is a switch that is not negated.
+    let src = r#"
+use candle_core::Tensor;
+fn debug_tensor(name: &str, t: &Tensor) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
+        return;
+    }
+    if let Ok(mean) = t.mean_all().and_then(|m| m.to_scalar::<f32>()) {
+        tracing::debug!(stage = name, mean = mean);
+    }
+}
+fn mean(t: &Tensor) -> candle_core::Result<f32> {
+    if !enabled() {
+        return finish(t);
+    }
+    let out = t.mean_all()?.to_scalar::<f32>();
+    out
+}
+fn quiet(t: &Tensor) -> candle_core::Result<f32> {
+    if DEBUG {
+        return Ok(0.0);
+    }
+    t.mean_all()?.to_scalar::<f32>()
+}
+fn rows(xs: &[Tensor]) -> candle_core::Result<()> {
+    for x in xs {
+        if !DEBUG {
+            continue;
+        }
+        let m = x.to_scalar::<f32>()?;
+    }
+    Ok(())
+}
+fn decode(blocks: &[Block], frames: &[Tensor]) -> candle_core::Result<()> {
+    for x in frames {
+        for block in blocks {
+            let h = block.forward(x)?;
+            debug_tensor("block", &h);
+            mean(&h)?;
+            quiet(&h)?;
+        }
+        rows(frames)?;
+    }
+    Ok(())
+}
+"#;
+    assert_eq!(hits(RULE, src), [(15, 15), (22, 5)]);
+}
+
+#[test]
+fn a_guard_that_never_holds_holds_code_that_never_runs() {
+    // Reinforcement_Learning_DQN_in_Rust_using_Burn's shape: a debug print switched off by
+    // comparing a counter that counts up from zero with `-1`, in a per-sample loop of an
+    // update that the training loops call. A counter that starts below zero may reach
+    // `-1`: that guard lets one iteration through, and its callers' loops repeat it.
+    let src = r#"
+use candle_core::Tensor;
+fn update(batch: &[Tensor]) -> candle_core::Result<()> {
+    let mut index = 0;
+    let mut shifted = -3;
+    for t in batch {
+        if index == -1 {
+            println!("state {}", t.to_scalar::<f32>()?);
+        }
+        if shifted == -1 {
+            println!("state {}", t.to_scalar::<f32>()?);
+        }
+        index += 1;
+        shifted += 1;
+    }
+    Ok(())
+}
+fn train(episodes: usize, batches: &[Vec<Tensor>]) -> candle_core::Result<()> {
+    for _ in 0..episodes {
+        for batch in batches {
+            update(batch)?;
+        }
+    }
+    Ok(())
+}
+"#;
+    assert_eq!(hits(RULE, src), [(11, 34)]);
+}
