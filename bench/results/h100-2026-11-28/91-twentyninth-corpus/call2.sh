@@ -1,8 +1,8 @@
 # The twenty-ninth corpus's comparison, again (H100), with the same gpuscope command as
 # call.sh (built at c0621c5): call.sh's recording took 340 s, which left one round of the
 # comparison and no ten-pass replay or full headroom. Here the eight traces, stored in
-# tests/data/traces, are compared in four more rounds with the ten-pass replay
-# (compare_torch.sh, cut at 330 s), then their headroom in the time left (470 s in all).
+# tests/data/traces, are compared in three more rounds and the ten-pass replay
+# (compare_torch.sh, cut at 340 s), then their headroom in the time left (470 s in all).
 # From the repository root there:
 #   bash bench/results/h100-2026-11-28/91-twentyninth-corpus/call2.sh
 set -uo pipefail
@@ -14,7 +14,7 @@ names="kivi_quant_kv_decode fedavg_clients_round_train megatron_flat_buffers_tra
   adaptive_softmax_lm_train dnc_external_memory_train"
 mkdir -p /tmp/t29
 for n in $names; do gzip -dc "tests/data/traces/$n.csv.gz" > "/tmp/t29/$n.csv"; done
-REPEATS=4 timeout 330 bash bench/compare_torch.sh "$bin/gpuscope" "$O/cmp" /tmp/t29/*.csv \
+REPEATS=3 timeout 340 bash bench/compare_torch.sh "$bin/gpuscope" "$O/cmp" /tmp/t29/*.csv \
   > "$O/compare.log" 2>&1
 echo "rc $? after $((SECONDS - start)) s" >> "$O/compare.log"
 left=$((470 - (SECONDS - start)))
