@@ -28,8 +28,8 @@ use corpus::json_beside;
 fn all_traces() -> Vec<(String, Trace)> {
     let traces = corpus::all_traces();
     assert!(
-        traces.len() >= 210,
-        "the corpus has {} traces: expected the 3 shared ones, 204 recorded and 3 of the GPT example",
+        traces.len() >= 218,
+        "the corpus has {} traces: expected the 3 shared ones, 212 recorded and 3 of the GPT example",
         traces.len()
     );
     traces
@@ -493,6 +493,10 @@ fn peak_reserved_stays_near_or_below_pytorch() {
 /// `net2net_growing_gpt_train` (113 against 105; the model and its Adam state rebuilt
 /// larger twice, below the quarter in chunks of at most 1/160 of the device: 99 without a
 /// chunk limit) and `tgn_memory_link_train` (35 against 30; 28 without a chunk limit).
+/// Of the twenty-ninth, `mil_wsi_bag_train` (68 against 46 when recorded, 41 in
+/// PyTorch's replay; slides of 1k-24k tiles, each a bag of features of a new size, which
+/// grow the arena by whole pages where PyTorch's default reserved 1.13x the peak in
+/// segments it reused; 64 without a chunk limit, as PyTorch's expandable segments).
 /// The figure is pinned, so that a change either way updates this list.
 const MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH: &[(&str, u64)] = &[
     ("convnext_ema_accum_train", 77),
@@ -539,6 +543,7 @@ const MORE_DEVICE_ALLOCATIONS_THAN_PYTORCH: &[(&str, u64)] = &[
     ("l2o_lstm_optimizer_meta_train", 223),
     ("net2net_growing_gpt_train", 113),
     ("tgn_memory_link_train", 35),
+    ("mil_wsi_bag_train", 68),
 ];
 
 /// Device allocations (`cuMemCreate`) stay at most PyTorch's (`cudaMalloc`) when the
