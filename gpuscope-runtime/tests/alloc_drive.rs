@@ -49,7 +49,16 @@ proptest! {
     fn arbitrary_sequences_keep_exact_accounting(
         bytes in prop::collection::vec(any::<u8>(), 0..800),
         vmm in any::<bool>(),
-        conf in prop::sample::select(vec!["", "garbage_collection_threshold:0.5", "max_split_size_mb:64", "memory_limit_mb:200"]),
+        conf in prop::sample::select(vec![
+            "",
+            "garbage_collection_threshold:0.5",
+            "max_split_size_mb:64",
+            "memory_limit_mb:200",
+            // One pool for every stream (with virtual memory; pools per stream without),
+            // under a cap that makes memory go back and holes be mapped again.
+            "share_across_streams:True",
+            "share_across_streams:True,memory_limit_mb:200",
+        ]),
     ) {
         run(&bytes, vmm, conf)?;
     }
