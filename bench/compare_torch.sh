@@ -2,7 +2,9 @@
 # Replays allocation traces through PyTorch's CUDA caching allocator (default settings
 # and expandable segments, via torch_replay.sh) and through gpuscope's (virtual memory,
 # the default, and plain segments), then ten passes of gpuscope, all in one run on the
-# GPU machine, and prints the comparison tables (markdown; compare_torch.py): warm and
+# GPU machine (the ten passes right after the first round, so that a run cut short by a
+# timeout still has them: `python3 bench/compare_torch.py OUT_DIR` then reads the rounds
+# that finished), and prints the comparison tables (markdown; compare_torch.py): warm and
 # cold ns/op, peak reserved / peak allocated, device allocations and driver calls per
 # warm pass, and gpuscope against issue 11's targets.
 #
@@ -39,6 +41,9 @@ for r in $(seq 1 "$repeats"); do
   "${pin[@]}" "$bin" replay --backend cuda --format json "$@" > "$out/gpuscope$s.jsonl"
   GPUSCOPE_ALLOC_CONF=expandable_segments:False "${pin[@]}" "$bin" replay --backend cuda \
     --format json "$@" > "$out/gpuscope_plain$s.jsonl"
+  if [[ $r == 1 ]]; then
+    "${pin[@]}" "$bin" replay --backend cuda --format json --warm-passes 10 "$@" \
+      > "$out/gpuscope_passes10.jsonl"
+  fi
 done
-"${pin[@]}" "$bin" replay --backend cuda --format json --warm-passes 10 "$@" > "$out/gpuscope_passes10.jsonl"
 python3 "$here/compare_torch.py" "$out" | tee "$out/table.md"
