@@ -11,12 +11,14 @@ until `restore` puts the index and `.git/info/exclude` back as they were. Commit
 between the two (`slim` refuses to run twice, `restore` may).
 
 Usage, from the repository root:
-    python3 bench/device_tree.py slim [--drop PATH]... [KEEP_PATH]...
+    python3 bench/device_tree.py slim [--drop PATH]... [--only-traces NAME]... [KEEP_PATH]...
     python3 bench/device_tree.py restore
     python3 bench/device_tree.py size       # MB that would travel now (tracked + untracked, not ignored)
 `--drop PATH` takes a tracked path outside bench/results out too (a large trace the call
-does not replay). `slim` prints the size before and after; the carry (e.g. .device-bin.txz)
-comes on top of it.
+does not replay). `--only-traces NAME` (repeatable; a trace's name without `.csv` or
+`.csv.gz`) takes every trace of tests/data/traces out but those named: the traces alone are
+more than the limit, so a call that replays a few names them rather than listing the others.
+`slim` prints the size before and after; the carry (e.g. .device-bin.txz) comes on top of it.
 """
 import argparse
 import os
@@ -72,7 +74,32 @@ def to_drop(root, keep, tracked):
     return out
 
 
-def slim(keep, extra):
+TRACES = "tests/data/traces"
+
+
+def trace_stem(path):
+    """`NAME` of tests/data/traces/NAME.csv or NAME.csv.gz, else None."""
+    folder, name = os.path.split(path)
+    if folder != TRACES:
+        return None
+    for ext in (".csv.gz", ".csv"):
+        if name.endswith(ext):
+            return name[: -len(ext)]
+    return None
+
+
+def other_traces(tracked, names):
+    """The tracked trace files of tests/data/traces whose names are not in `names`; exits
+    naming any of `names` that is no trace there."""
+    stems = {trace_stem(t): t for t in tracked if trace_stem(t)}
+    unknown = [n for n in names if n not in stems]
+    if unknown:
+        sys.exit(f"device_tree.py: --only-traces {', '.join(unknown)}: no such trace in "
+                 f"{TRACES} (give the name without .csv or .csv.gz)")
+    return sorted(path for stem, path in stems.items() if stem not in names)
+
+
+def slim(keep, extra, only_traces=()):
     if read_block() is not None:
         sys.exit("device_tree.py: already slim (a block in .git/info/exclude); run "
                  "`python3 bench/device_tree.py restore` first")
@@ -90,6 +117,8 @@ def slim(keep, extra):
             sys.exit(f"device_tree.py: --drop {e} is not tracked")
     before = travelling_mb()
     paths = to_drop("bench/results", keep, tracked) + [e.rstrip("/") for e in extra]
+    if only_traces:
+        paths += [t for t in other_traces(tracked, set(only_traces)) if t not in paths]
     with open(exclude_path(), "a") as f:
         f.write("\n".join([BEGIN, *("/" + p for p in paths), END]) + "\n")
     git("rm", "-r", "-q", "--cached", "--", *paths)
@@ -120,13 +149,14 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("slim")
     s.add_argument("--drop", action="append", default=[])
+    s.add_argument("--only-traces", action="append", default=[])
     s.add_argument("keep", nargs="*")
     sub.add_parser("restore")
     sub.add_parser("size")
     args = ap.parse_args()
     os.chdir(git("rev-parse", "--show-toplevel").strip())
     if args.cmd == "slim":
-        slim(args.keep, args.drop)
+        slim(args.keep, args.drop, args.only_traces)
     elif args.cmd == "restore":
         restore()
     else:
