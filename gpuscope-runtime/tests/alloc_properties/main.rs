@@ -114,6 +114,8 @@ test_backend_properties! {
     virtual_everything_with_capacity: vmm = true, conf = "max_split_size_mb:24,roundup_power2_divisions:[256:1,>:4],garbage_collection_threshold:0.6", capacity = Some(448 << 20);
     shared_default: vmm = true, conf = "share_across_streams:True", capacity = None;
     shared_small_cap: vmm = true, conf = "share_across_streams:True,memory_limit_mb:96", capacity = None;
+    shared_pages_with_capacity: vmm = true, conf = "share_across_streams:True,page_chunk_threshold:0", capacity = Some(320 << 20);
+    shared_pages_small_cap: vmm = true, conf = "share_across_streams:True,page_chunk_threshold:0,memory_limit_mb:96", capacity = None;
     shared_everything_with_capacity: vmm = true, conf = "share_across_streams:True,max_split_size_mb:24,roundup_power2_divisions:[256:1,>:4],garbage_collection_threshold:0.6", capacity = Some(448 << 20);
 }
 
