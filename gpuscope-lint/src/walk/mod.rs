@@ -1,6 +1,6 @@
 //! The walk over function bodies: [`Walker`] visits every function, method and closure body
 //! in source order, keeps the [`Cx`] up to date (bindings and what they hold, enclosing
-//! loops, `no_grad`, statics and their aliases, the impl's `Self`), applies the levels of
+//! loops (`loops.rs`), `no_grad`, statics and their aliases, the impl's `Self`), applies the levels of
 //! `#[gpuscope::lints::allow(..)]` / `#[gpu_scope(allow(..))]` attributes to the code under them,
 //! and calls every registered [`Check`](crate::check::Check) on every expression and loop.
 //!
@@ -13,11 +13,9 @@ use rustc_hash::FxHashSet;
 use syn::visit::{self, Visit};
 use syn::{Attribute, Block, Expr, FnArg, Pat, ReceiverKind, Stmt};
 
-use crate::check::{Loop, LoopBody};
-use crate::context::{
-    Callers, Cx, Deferred, FileCallsOf, FnState, LoopFrame, NoGrad, Sink, span_range,
-};
-use crate::fn_facts::{FnFacts, trains, trains_expr};
+use crate::check::LoopBody;
+use crate::context::{Callers, Cx, Deferred, FileCallsOf, FnState, NoGrad, Sink, span_range};
+use crate::fn_facts::FnFacts;
 use crate::infer::{Env, FileIndex, Types, Value};
 use crate::rules::CHECKS;
 use crate::syntax::{
@@ -30,8 +28,11 @@ mod bind;
 mod bounded;
 mod calls;
 mod levels;
+mod loops;
 mod macro_args;
 mod switches;
+
+use loops::element_of;
 
 /// Expressions nested deeper than this are not walked.
 pub(crate) const MAX_DEPTH: usize = 2_000;
@@ -181,45 +182,6 @@ impl<'i> Walker<'i> {
     /// Walks a loop: its pattern bound to `element` (`inputs`: the patterns of a
     /// `for_each` closure, bound by `walk`; `counters`: the names counting its iterations),
     /// the loop rules, then `walk`.
-    fn walk_loop(
-        &mut self,
-        head: (proc_macro2::Span, proc_macro2::Span),
-        pat: Option<(&Pat, Value)>,
-        inputs: &[&Pat],
-        body: LoopBody<'_>,
-        counters: FxHashSet<String>,
-        walk: impl FnOnce(&mut Self),
-    ) {
-        let mut element = FxHashSet::default();
-        for pat in pat.iter().map(|(p, _)| *p).chain(inputs.iter().copied()) {
-            pat_idents(pat, &mut |ident| {
-                element.insert(ident.to_string());
-            });
-        }
-        let trains = match body {
-            LoopBody::Block(block) => trains(block, &element),
-            LoopBody::Expr(e) => trains_expr(e, &element),
-        };
-        self.cx.f.loops.push(LoopFrame {
-            names: FxHashSet::default(),
-            element,
-            trains,
-            counters,
-            bounded: 0,
-        });
-        if let Some((pat, element)) = pat {
-            self.bind_pat_value(pat, None, None, element);
-        }
-        let lp = Loop { head, body };
-        for (index, check) in CHECKS.iter().enumerate() {
-            if self.sink.enabled_at(index) {
-                check.on_loop(&lp, &self.cx, &mut self.sink);
-            }
-        }
-        walk(self);
-        self.cx.f.loops.pop();
-    }
-
     fn with_no_grad(&mut self, no_grad: Option<NoGrad>, walk: impl FnOnce(&mut Self)) {
         let saved = std::mem::replace(&mut self.cx.f.no_grad, no_grad);
         walk(self);
@@ -256,17 +218,6 @@ impl<'i> Walker<'i> {
             return false;
         };
         callee_path(call).is_some_and(|p| self.cx.used().is_no_grad_guard(&path_names(p)))
-    }
-}
-
-/// What the element bound by `for pat in iter` is: what the iterated value holds, never
-/// fresh (it was made before the loop).
-fn element_of(iterated: Value) -> Value {
-    Value {
-        fresh: false,
-        name: None,
-        graph: crate::infer::Graph::Unknown,
-        ..iterated
     }
 }
 
@@ -477,47 +428,15 @@ impl<'ast> Visit<'ast> for Walker<'_> {
     }
 
     fn visit_expr_for_loop(&mut self, e: &'ast syn::ExprForLoop) {
-        // The iterator is evaluated once, before the loop.
-        self.visit_expr(&e.expr);
-        let element = element_of(self.cx.env.infer(&e.expr));
-        let (start, _) = span_range(&e.for_token);
-        let (_, end) = span_range(&e.expr);
-        self.walk_loop(
-            (start, end),
-            Some((&e.pat, element)),
-            &[],
-            LoopBody::Block(&e.body),
-            bounded::counters(Some(&e.pat), Some(&e.expr), &e.body),
-            |w| {
-                w.note_param_places(&e.pat, &e.expr);
-                w.visit_block(&e.body);
-            },
-        );
+        self.walk_for(e);
     }
 
     fn visit_expr_while(&mut self, e: &'ast syn::ExprWhile) {
-        let (start, _) = span_range(&e.while_token);
-        let (_, end) = span_range(&e.cond);
-        let counters = bounded::counters(None, None, &e.body);
-        self.walk_loop(
-            (start, end),
-            None,
-            &[],
-            LoopBody::Block(&e.body),
-            counters,
-            |w| {
-                w.visit_expr(&e.cond);
-                w.visit_block(&e.body);
-            },
-        );
+        self.walk_while(e);
     }
 
     fn visit_expr_loop(&mut self, e: &'ast syn::ExprLoop) {
-        let head = span_range(&e.loop_token);
-        let counters = bounded::counters(None, None, &e.body);
-        self.walk_loop(head, None, &[], LoopBody::Block(&e.body), counters, |w| {
-            w.visit_block(&e.body)
-        });
+        self.walk_plain_loop(e);
     }
 
     fn visit_expr_call(&mut self, call: &'ast syn::ExprCall) {

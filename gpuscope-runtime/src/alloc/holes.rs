@@ -307,24 +307,33 @@ mod tests {
 
     use crate::alloc::{AllocConfig, CachingAllocator, Pool};
     use crate::backend::StreamId;
-    use crate::backend::test::TestBackend;
+    use crate::backend::test::{EventMode, TestBackend};
 
     const MIB: usize = 1 << 20;
 
     /// An allocator on a simulated 80 GiB device that maps page by page (20 MiB chunks),
     /// so that whatever is freed can go back.
     fn paged() -> CachingAllocator {
+        paged_with("", EventMode::Immediate).1
+    }
+
+    /// [`paged`] with `conf` and streams whose work ends as `events` say.
+    fn paged_with(conf: &str, events: EventMode) -> (Arc<TestBackend>, CachingAllocator) {
         let backend = Arc::new(
             TestBackend::builder()
                 .capacity(80 << 30)
                 .virtual_memory(2 * MIB)
+                .event_mode(events)
                 .build(),
         );
         let config = AllocConfig {
             max_chunk_size: Some(20 * MIB),
-            ..AllocConfig::default()
+            ..conf.parse().unwrap()
         };
-        CachingAllocator::new(backend, config).unwrap()
+        (
+            backend.clone(),
+            CachingAllocator::new(backend, config).unwrap(),
+        )
     }
 
     /// The large pool's segments, as (offset from the first's base, size) in MiB.
@@ -416,19 +425,7 @@ mod tests {
     #[test]
     fn a_clean_tail_of_another_stream_joins_a_hole_for_the_requester() {
         use crate::backend::Backend;
-        use crate::backend::test::EventMode;
-        let dev = Arc::new(
-            TestBackend::builder()
-                .capacity(80 << 30)
-                .virtual_memory(2 * MIB)
-                .event_mode(EventMode::Manual)
-                .build(),
-        );
-        let config = AllocConfig {
-            max_chunk_size: Some(20 * MIB),
-            .."share_across_streams:True".parse().unwrap()
-        };
-        let alloc = CachingAllocator::new(dev.clone(), config).unwrap();
+        let (dev, alloc) = paged_with("share_across_streams:True", EventMode::Manual);
         let (a, b) = (StreamId::DEFAULT, dev.create_stream().unwrap());
         alloc.free(alloc.allocate(1 << 30, a).unwrap()).unwrap();
         let p = alloc.allocate(290 * MIB, a).unwrap();
