@@ -85,7 +85,11 @@ pub(crate) fn called_in_package(
                     Some(local) => Some(package.offsets[file] + local),
                     None => package.resolve(file, site.caller, &site.callee),
                 };
-                if let Some(callee) = callee.filter(|&c| c != caller) {
+                let repeats = |g: usize| {
+                    let (f, i) = package.fns[g];
+                    site.repeats(&files[f].calls.fns[i])
+                };
+                if let Some(callee) = callee.filter(|&c| c != caller && repeats(c)) {
                     calls.push(((file, s), callee, caller));
                 }
             }

@@ -20,7 +20,7 @@ pub(crate) fn called_in_file(calls: &FileCalls) -> Vec<Option<CalledIn>> {
         .iter()
         .filter_map(|site| {
             let callee = table.resolve(site.caller, &site.callee)?;
-            (callee != site.caller).then_some(Edge {
+            (callee != site.caller && site.repeats(&calls.fns[callee])).then_some(Edge {
                 caller: site.caller,
                 callee,
                 around: site.around,

@@ -67,6 +67,10 @@ pub(crate) struct FnDef {
     pub(crate) params: FxHashMap<String, TypePath>,
     /// Whether it has a body (a trait's required method has none).
     pub(crate) body: bool,
+    /// Whether it is generic over burn's backend or dfdx's device (a type parameter of its
+    /// own or of the impl or trait around it bounded by `Backend`, `AutodiffBackend`,
+    /// `Device`): where it runs is its caller's choice.
+    pub(crate) backend_generic: bool,
 }
 
 /// A type's path as written, without generics, references and the pointers a method call
@@ -144,6 +148,20 @@ pub(crate) struct Site {
     pub(crate) call: String,
     /// Where the call starts (1-based line).
     pub(crate) line: usize,
+    /// Whether the calling function runs on burn's or dfdx's CPU backend (it names that one
+    /// and no other, and is generic over none: `infer/typed_backend.rs`).
+    pub(crate) on_cpu: bool,
+}
+
+impl Site {
+    /// Whether the call repeats `callee` where its reads wait for a device: not where a
+    /// function on a CPU backend calls one generic over the backend, which the call
+    /// instantiates with the caller's CPU backend (a `QNet<Autodiff<NdArray>>`'s
+    /// `sample_action` in `impl<B: Backend> QNet<B>`); neither its loops nor its callers'
+    /// repeat a read that waits for a GPU through it.
+    pub(crate) fn repeats(&self, callee: &FnDef) -> bool {
+        !(self.on_cpu && callee.backend_generic)
+    }
 }
 
 /// What a file defines and calls: the plain data the callers' passes resolve.

@@ -21,6 +21,10 @@ const READS: &[&str] = &[
 /// in host memory, and reading it waits for no device.
 pub(crate) const CPU_BACKENDS: &[&str] = &["NdArray", "NdArrayDevice"];
 
+/// The traits a type parameter standing for a burn backend is bounded by (`B: Backend`,
+/// `B: AutodiffBackend`): code generic over one runs wherever its caller's backend does.
+pub(crate) const BACKEND_TRAITS: &[&str] = &["Backend", "AutodiffBackend"];
+
 /// burn's backends that may compute on a GPU (or choose at run time), and their devices.
 pub(crate) const OTHER_BACKENDS: &[&str] = &[
     "Wgpu",

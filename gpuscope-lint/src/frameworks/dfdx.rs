@@ -14,6 +14,9 @@ pub(crate) const CPU_DEVICES: &[&str] = &["Cpu"];
 /// `AutoDevice`, `let dev: Cpu = AutoDevice::default()`, compiles only where it is the CPU).
 pub(crate) const OTHER_DEVICES: &[&str] = &["Cuda", "Webgpu"];
 
+/// The trait a type parameter standing for a dfdx device is bounded by (`D: Device<f32>`).
+pub(crate) const DEVICE_TRAITS: &[&str] = &["Device"];
+
 pub(crate) const TABLE: Framework = Framework {
     name: "dfdx",
     crates: &["dfdx", "dfdx_core", "dfdx_nn"],

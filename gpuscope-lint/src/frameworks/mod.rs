@@ -188,6 +188,12 @@ impl Used {
             })
     }
 
+    /// Whether `name` is a trait that a type parameter standing for burn's backend or
+    /// dfdx's device is bounded by (`Backend`, `AutodiffBackend`, `Device`).
+    pub(crate) fn is_backend_trait(name: &str) -> bool {
+        burn::BACKEND_TRAITS.contains(&name) || dfdx::DEVICE_TRAITS.contains(&name)
+    }
+
     /// Whether `name` is one of the reads to the host of a library whose tensors carry
     /// their backend in their type (burn's `into_scalar`, `into_data`, ..; dfdx's `array`,
     /// `as_vec`).

@@ -88,7 +88,13 @@ fn per_sample(model: &Model, batches: &[Vec<Tensor>]) -> Vec<f32> {
   no other backend and is not generic (nor in a generic impl), as a test on `NdArray` is;
   likewise dfdx's CPU device (`Cpu`; `AutoDevice` is neither, a cargo feature decides it).
   A tensor that such a function gets from a call whose backend the file does not show
-  (a model loaded by another module's code on a GPU backend) is taken to be there too.
+  (a model loaded by another module's code on a GPU backend) is taken to be there too. A
+  function generic over the backend (a type parameter of its own or of its impl or trait
+  bounded by burn's `Backend` or `AutodiffBackend`, or dfdx's `Device`) that such a function
+  calls runs there on the CPU: the call passes none of its loops on (an episode loop on
+  `QNet<Autodiff<NdArray>>` calling `impl<B: Backend> QNet<B>`'s `sample_action` every
+  step), in the file and across it. The generic function's own loops still count, since
+  which backend its code runs on shows only at its callers.
 - A read under a guard that lets only a bounded number of a loop's iterations through
   (`if n < 6 { .. }`, `if i == 0 { .. }`, the bound a literal of at most 64 or a
   constant, `n` the loop's range or `enumerate` index or a local its body advances by a

@@ -6,6 +6,7 @@
 use syn::visit::{self, Visit};
 use syn::{Block, UseTree};
 
+use super::backends::generic_over_backend;
 use crate::callgraph::{AdtDef, FnDef, ModDecl, TypePath, UseDef};
 
 /// Pointers a method call sees through: `Box<Network>`'s methods are `Network`'s.
@@ -17,11 +18,17 @@ pub(super) struct Items<'a> {
     pub(super) fns: Vec<FnDef>,
     /// Each function's body, by the function's index.
     pub(super) bodies: Vec<Option<&'a Block>>,
+    /// Each function's signature, and whether the impl or trait around it is generic (a
+    /// trait's default methods are, over `Self`), by the function's index.
+    pub(super) sigs: Vec<(&'a syn::Signature, bool)>,
     pub(super) adts: Vec<AdtDef>,
     pub(super) uses: Vec<UseDef>,
     pub(super) mods: Vec<ModDecl>,
     /// The impl or trait around: its type (none for a trait).
     within: Option<Option<String>>,
+    /// The generics of the impl or trait around, and whether it is generic (a trait is,
+    /// over `Self`).
+    outer: Option<(&'a syn::Generics, bool)>,
     /// The inline modules around.
     module: Vec<String>,
     /// How many function bodies are around.
@@ -29,7 +36,7 @@ pub(super) struct Items<'a> {
 }
 
 impl<'a> Items<'a> {
-    fn push(&mut self, sig: &syn::Signature, body: Option<&'a Block>) {
+    fn push(&mut self, sig: &'a syn::Signature, body: Option<&'a Block>) {
         let mut params = rustc_hash::FxHashMap::default();
         for input in &sig.inputs {
             if let syn::FnArg::Typed(arg) = input {
@@ -46,16 +53,19 @@ impl<'a> Items<'a> {
             nested: self.nested > 0,
             params,
             body: body.is_some(),
+            backend_generic: generic_over_backend(&sig.generics, self.outer.map(|(g, _)| g)),
         });
         self.bodies.push(body);
+        self.sigs
+            .push((sig, self.outer.is_some_and(|(_, generic)| generic)));
         // Functions nested in a body are free functions.
-        let saved = self.within.take();
+        let saved = (self.within.take(), self.outer.take());
         if let Some(body) = body {
             self.nested += 1;
             self.visit_block(body);
             self.nested -= 1;
         }
-        self.within = saved;
+        (self.within, self.outer) = saved;
     }
 
     fn add_uses(&mut self, tree: &UseTree, prefix: &mut Vec<String>) {
@@ -135,15 +145,22 @@ impl<'a> Visit<'a> for Items<'a> {
 
     fn visit_item_impl(&mut self, item: &'a syn::ItemImpl) {
         let owner = type_path(&item.self_ty).and_then(|p| p.last().cloned());
-        let saved = self.within.replace(owner);
+        let generic = item.generics.type_params().next().is_some();
+        let saved = (
+            self.within.replace(owner),
+            self.outer.replace((&item.generics, generic)),
+        );
         visit::visit_item_impl(self, item);
-        self.within = saved;
+        (self.within, self.outer) = saved;
     }
 
     fn visit_item_trait(&mut self, item: &'a syn::ItemTrait) {
-        let saved = self.within.replace(None);
+        let saved = (
+            self.within.replace(None),
+            self.outer.replace((&item.generics, true)),
+        );
         visit::visit_item_trait(self, item);
-        self.within = saved;
+        (self.within, self.outer) = saved;
     }
 
     fn visit_item_mod(&mut self, item: &'a syn::ItemMod) {

@@ -25,6 +25,7 @@ use crate::context::{FileCallsOf, LoopFrame, span_range};
 use crate::infer::FileIndex;
 use crate::syntax::{expr_attrs, is_screaming_case, pat_idents, show, strip, unwrapped, with_text};
 
+mod backends;
 mod items;
 
 use items::{Items, path_of, type_path};
@@ -37,10 +38,12 @@ pub(super) fn file_calls(file: &syn::File, index: &FileIndex) -> FileCallsOf {
     let mut sites = Vec::new();
     for (me, body) in items.bodies.iter().enumerate() {
         let Some(body) = body else { continue };
+        let (sig, generic_outer) = items.sigs[me];
         let mut walk = Sites {
             fns: &items.fns,
             consts: &index.consts,
             me,
+            on_cpu: index.runs_on_a_cpu_backend(sig, body, generic_outer),
             loops: Vec::new(),
             locals: FxHashMap::default(),
             switches: FxHashSet::default(),
@@ -72,6 +75,8 @@ struct Sites<'s> {
     fns: &'s [crate::callgraph::FnDef],
     consts: &'s FxHashSet<String>,
     me: usize,
+    /// Whether the function runs on burn's or dfdx's CPU backend.
+    on_cpu: bool,
     loops: Vec<LoopFrame>,
     /// The types of the locals bound so far whose type shows (`let t = Trainer::new(..)`).
     locals: FxHashMap<String, TypeOf>,
@@ -270,6 +275,7 @@ impl<'ast> Visit<'ast> for Sites<'_> {
                     around: self.loops.iter().filter(|l| l.bounded == 0).count(),
                     call,
                     line: start_line(e),
+                    on_cpu: self.on_cpu,
                 });
             }
         }

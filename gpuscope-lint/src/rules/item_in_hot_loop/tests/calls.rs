@@ -458,3 +458,57 @@ fn train(episodes: usize, batches: &[Vec<Tensor>]) -> candle_core::Result<()> {
 "#;
     assert_eq!(hits(RULE, src), [(11, 34)]);
 }
+
+#[test]
+fn a_generic_helper_called_where_the_caller_runs_on_a_cpu_backend_does_not_fire() {
+    // minimalRL-rs's shape: an episode loop in a function that names only burn's `NdArray`
+    // (its model `QNet<Autodiff<NdArray>>`) calls a method of `impl<B> QNet<B> where B:
+    // Backend` that reads the greedy action every step: through that call the method runs
+    // on the CPU. The same call from a function on `Wgpu` fires, and so does a helper that
+    // is generic over no backend (its tensors are its own, wherever it makes them).
+    let src = r#"
+use burn::backend::{Autodiff, NdArray, Wgpu};
+use burn::backend::ndarray::NdArrayDevice;
+use burn::tensor::{Int, Tensor, backend::Backend};
+struct QNet<B: Backend> { fc: Linear<B> }
+impl<B> QNet<B>
+where
+    B: Backend,
+{
+    fn sample_action(&self, obs: Tensor<B, 1>) -> usize {
+        let best: Tensor<B, 1, Int> = self.fc.forward(obs).argmax(0);
+        best.into_scalar() as usize
+    }
+}
+fn greedy(scores: &Tensor<Wgpu, 1>) -> f32 {
+    scores.clone().max().into_scalar()
+}
+fn run_session(episodes: usize) {
+    let device = NdArrayDevice::default();
+    let q_net: QNet<Autodiff<NdArray>> = QNet::new(&device);
+    for _ in 0..episodes {
+        while !done() {
+            let a = q_net.sample_action(observe(&device));
+            greedy(&scores());
+        }
+    }
+}
+fn run_on_the_gpu(episodes: usize, q_net: &QNet<Autodiff<Wgpu>>) {
+    for _ in 0..episodes {
+        while !done() {
+            let a = q_net.sample_action(observe_gpu());
+        }
+    }
+}
+"#;
+    assert_eq!(hits(RULE, src), [(12, 9), (16, 5)]);
+    let found = findings(RULE, src);
+    let note = found[0].note.as_deref().unwrap();
+    assert!(note.contains("in `run_on_the_gpu`"), "{note}");
+    // Without the GPU caller, the generic method stays silent.
+    let cpu_only = src.replace(
+        "            let a = q_net.sample_action(observe_gpu());\n",
+        "",
+    );
+    assert_eq!(hits(RULE, &cpu_only), [(16, 5)]);
+}

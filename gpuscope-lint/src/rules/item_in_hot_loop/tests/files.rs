@@ -358,3 +358,47 @@ mod other {
     let files = [("tests/parity.rs", parity), ("src/lib.rs", "")];
     assert_eq!(hits(&files), [at("tests/parity.rs", 7)]);
 }
+
+#[test]
+fn a_generic_method_of_another_file_called_where_the_caller_runs_on_a_cpu_backend_does_not_fire() {
+    // An agent generic over burn's backend in one file; the episode loops of the binary
+    // name only `NdArray`: through them the agent runs on the CPU. A caller on `Wgpu`
+    // repeats the read.
+    let agent = r#"use burn::tensor::{Tensor, backend::AutodiffBackend};
+
+pub struct Agent<B: AutodiffBackend> {
+    net: Net<B>,
+}
+
+impl<B: AutodiffBackend> Agent<B> {
+    pub fn act(&self, obs: Tensor<B, 2>) -> i64 {
+        self.net.forward(obs).argmax(1).into_scalar()
+    }
+}
+"#;
+    let main = r#"use burn::backend::{Autodiff, NdArray};
+use rl::agent::Agent;
+
+fn main() {
+    let agent: Agent<Autodiff<NdArray>> = Agent::new();
+    for _ in 0..500 {
+        while !done() {
+            agent.act(observe());
+        }
+    }
+}
+"#;
+    let files = [
+        ("src/lib.rs", "pub mod agent;\n"),
+        ("src/agent.rs", agent),
+        ("src/main.rs", main),
+    ];
+    assert!(hits(&files).is_empty(), "{:?}", hits(&files));
+    let gpu = main.replace("NdArray", "Wgpu");
+    let files = [
+        ("src/lib.rs", "pub mod agent;\n"),
+        ("src/agent.rs", agent),
+        ("src/main.rs", gpu.as_str()),
+    ];
+    assert_eq!(hits(&files), [at("src/agent.rs", 9)]);
+}
