@@ -33,8 +33,8 @@ MIB = 1 << 20
 # "A twentieth corpus, held out", "A twenty-first corpus, held out", "A twenty-second
 # corpus, held out", "A twenty-third corpus, held out", "A twenty-fourth corpus, held
 # out", "A twenty-fifth corpus, held out", "A twenty-sixth corpus, held out", "A
-# twenty-seventh corpus, held out", "A twenty-eighth corpus, held out" and "A twenty-ninth
-# corpus, held out").
+# twenty-seventh corpus, held out", "A twenty-eighth corpus, held out", "A twenty-ninth
+# corpus, held out" and "A thirtieth corpus, held out").
 PYTORCH_DIRS = ["bench/results/h100-2026-11-26/54-all-127/cmp",
                 "bench/results/h100-2026-11-26/56-eighteenth-corpus/eighteenth/cmp",
                 "bench/results/h100-2026-11-27/57-nineteenth-corpus/nineteenth/cmp",
@@ -47,7 +47,8 @@ PYTORCH_DIRS = ["bench/results/h100-2026-11-26/54-all-127/cmp",
                 "bench/results/h100-2026-11-27g/83-twentysixth-corpus/twentysixth/cmp",
                 "bench/results/h100-2026-11-27h/86-twentyseventh-compare/cmp",
                 "bench/results/h100-2026-11-27i/89-twentyeighth-corpus/twentyeighth/cmp",
-                "bench/results/h100-2026-11-28/91-twentyninth-corpus/twentyninth2/cmp"]
+                "bench/results/h100-2026-11-28/91-twentyninth-corpus/twentyninth2/cmp",
+                "bench/results/h100-2026-11-28b/93-thirtieth-corpus/thirtieth/cmp"]
 
 
 def pytorch_figures(cmp_dir):
