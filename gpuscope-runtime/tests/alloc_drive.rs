@@ -40,7 +40,11 @@ fn run(bytes: &[u8], vmm: bool, conf: &str) -> Result<(), TestCaseError> {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: if cfg!(debug_assertions) { 64 } else { 512 },
+        // PROPTEST_CASES sets it for a longer search (the fuzz target's stable twin).
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(if cfg!(debug_assertions) { 64 } else { 512 }),
         failure_persistence: None,
         ..ProptestConfig::default()
     })]

@@ -51,8 +51,14 @@ fn random_with_failures(
 #[test]
 fn random_sequences_with_every_nth_device_allocation_failing() {
     let ops = if cfg!(debug_assertions) { 1500 } else { 6000 };
+    // OOM_INJECTION_ROUNDS=K runs K rounds of seeds for a longer search (the first round's
+    // seeds are the fixed ones CI runs).
+    let rounds: u64 = std::env::var("OOM_INJECTION_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
     let mut failures = 0;
-    for n in 2..=7 {
+    for (round, n) in (0..rounds).flat_map(|r| (2..=7).map(move |n| (r, n))) {
         for vmm in [false, true] {
             for conf in [
                 "",
@@ -65,7 +71,7 @@ fn random_sequences_with_every_nth_device_allocation_failing() {
                 if !vmm && conf.starts_with("share") {
                     continue;
                 }
-                let seed = n * 1000 + vmm as u64 * 100 + conf.len() as u64;
+                let seed = round * 100_000 + n * 1000 + vmm as u64 * 100 + conf.len() as u64;
                 failures += random_with_failures(seed, vmm, n, conf, ops).0;
             }
         }
