@@ -23,9 +23,17 @@ mod view_pickle;
 mod view_pytorch;
 mod view_unpickle;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+/// Writes a line to standard error, as `eprintln!` does, but a standard error that cannot
+/// be written (closed, as when `2>&1 | head` has stopped reading) costs the line only:
+/// `eprintln!` would panic and the command would exit 101 rather than with its status.
+pub(crate) fn stderr_line(line: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
 
 #[derive(Parser)]
 #[command(
@@ -68,7 +76,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(message) => {
-            eprintln!("error: {message}");
+            stderr_line(format_args!("error: {message}"));
             ExitCode::FAILURE
         }
     }

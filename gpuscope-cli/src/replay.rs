@@ -2,6 +2,7 @@
 //! peak reserved, their ratio, device allocations and the driver calls of the cold pass
 //! and of the warm passes (by kind), as text or JSON lines.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -90,7 +91,10 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         .map(|p| {
             let (trace, notes) = crate::view_input::read_replay_trace(p)?;
             for note in notes {
-                eprintln!("note: {}: {note}", crate::view_input::shown(p));
+                crate::stderr_line(format_args!(
+                    "note: {}: {note}",
+                    crate::view_input::shown(p)
+                ));
             }
             Ok((crate::view_input::shown(p), trace))
         })
@@ -108,6 +112,9 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         warm_passes: args.warm_passes,
         touch: args.touch,
     };
+    // Every line goes through one handle, so that a reader that stops (`| head`) ends the
+    // command with an error rather than a panic.
+    let mut out = std::io::stdout().lock();
     if args.format == Format::Text {
         let segments = if config.expandable_segments && backend.virtual_memory().is_some() {
             if config.share_across_streams {
@@ -118,7 +125,8 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         } else {
             "plain device allocations"
         };
-        println!(
+        writeln!(
+            out,
             "backend: {} ({}), segments: {segments}, config: {config}{}",
             backend.kind(),
             backend.name(),
@@ -127,7 +135,8 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             } else {
                 ""
             }
-        );
+        )
+        .map_err(cannot_write)?;
     }
     for (name, trace) in &traces {
         // A fresh allocator per trace, so one trace's cache does not serve the next.
@@ -135,40 +144,50 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             CachingAllocator::new(backend.clone(), config.clone()).map_err(|e| e.to_string())?;
         let result = replay(&allocator, trace, name, &options).map_err(|e| e.to_string())?;
         match args.format {
-            Format::Text => print_text(&result),
-            Format::Json => println!("{}", to_json(&result, args.backend, args.touch)),
+            Format::Text => write_text(&mut out, &result),
+            Format::Json => writeln!(out, "{}", to_json(&result, args.backend, args.touch)),
         }
+        .map_err(cannot_write)?;
     }
+    out.flush().map_err(cannot_write)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_text(r: &ReplayResult) {
-    println!("{}", r.trace);
-    println!("  ops               {:>14}", r.ops);
-    println!("  cold ns/op        {:>14.1}", r.cold_ns_per_op);
-    println!("  warm ns/op        {:>14.1}", r.warm_ns_per_op);
-    println!(
+fn cannot_write(e: std::io::Error) -> String {
+    format!("cannot write the report: {e}")
+}
+
+fn write_text(out: &mut impl Write, r: &ReplayResult) -> std::io::Result<()> {
+    writeln!(out, "{}", r.trace)?;
+    writeln!(out, "  ops               {:>14}", r.ops)?;
+    writeln!(out, "  cold ns/op        {:>14.1}", r.cold_ns_per_op)?;
+    writeln!(out, "  warm ns/op        {:>14.1}", r.warm_ns_per_op)?;
+    writeln!(
+        out,
         "  peak allocated    {:>14}  ({})",
         r.peak_allocated,
         format_bytes(r.peak_allocated)
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  peak reserved     {:>14}  ({})",
         r.peak_reserved,
         format_bytes(r.peak_reserved)
-    );
-    println!("  reserved/allocated{:>14.4}", r.ratio());
-    println!(
+    )?;
+    writeln!(out, "  reserved/allocated{:>14.4}", r.ratio())?;
+    writeln!(
+        out,
         "  peak live (trace) {:>14}  ({})",
         r.peak_live,
         format_bytes(r.peak_live)
-    );
-    println!("  device allocs     {:>14}", r.device_allocs);
-    println!("  device frees      {:>14}", r.device_frees);
-    println!("  cold pass calls   {}", r.cold_calls());
+    )?;
+    writeln!(out, "  device allocs     {:>14}", r.device_allocs)?;
+    writeln!(out, "  device frees      {:>14}", r.device_frees)?;
+    writeln!(out, "  cold pass calls   {}", r.cold_calls())?;
     let warm = r.passes.len().saturating_sub(1).max(1) as u64;
     let per_pass = r.warm_calls();
-    println!(
+    writeln!(
+        out,
         "  warm calls/pass   {}",
         per_pass
             .named()
@@ -176,15 +195,17 @@ fn print_text(r: &ReplayResult) {
             .map(|(k, v)| format!("{k} {}", *v as f64 / warm as f64))
             .collect::<Vec<_>>()
             .join(", ")
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  warm passes alike {:>14}",
         if r.warm_passes_identical() {
             "yes"
         } else {
             "no"
         }
-    );
+    )?;
+    Ok(())
 }
 
 fn calls_json(c: &DriverCalls) -> serde_json::Value {

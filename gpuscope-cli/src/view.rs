@@ -7,6 +7,7 @@
 //! several GPUs) makes one page that shows each device, chosen at its top.
 //! The page itself is `gpuscope_runtime::memory::viewer`'s.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -58,7 +59,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     )
     .map_err(|e| e.to_string())?;
     for note in &loaded.notes {
-        eprintln!("note: {}: {note}", shown(&args.input));
+        crate::stderr_line(format_args!("note: {}: {note}", shown(&args.input)));
     }
     let title = args.title.unwrap_or_else(|| {
         format!(
@@ -88,23 +89,31 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         format_bytes(html.len()),
         start.elapsed().as_secs_f64()
     );
+    let mut out = std::io::stdout().lock();
     if let [snap] = &loaded.snapshots[..] {
-        println!(
+        writeln!(
+            out,
             "{} ({kind}): {} -> {written}",
             shown(&args.input),
             counts(snap)
-        );
+        )
     } else {
         // One line per device, in the page's order (the first is shown first).
-        println!(
+        writeln!(
+            out,
             "{} ({kind}, {} devices) -> {written}",
             shown(&args.input),
             loaded.snapshots.len()
-        );
-        for snap in &loaded.snapshots {
-            println!("  {}: {}", snap.device, counts(snap));
-        }
+        )
+        .and_then(|()| {
+            loaded
+                .snapshots
+                .iter()
+                .try_for_each(|snap| writeln!(out, "  {}: {}", snap.device, counts(snap)))
+        })
     }
+    .and_then(|()| out.flush())
+    .map_err(|e| format!("wrote {written}, but cannot say so: {e}"))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -103,7 +103,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
 }
 
 fn usage_error(message: &str) -> ExitCode {
-    eprintln!("error: {message}");
+    crate::stderr_line(format_args!("error: {message}"));
     ExitCode::from(USAGE_ERROR)
 }
 
