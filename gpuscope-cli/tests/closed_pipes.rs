@@ -4,16 +4,10 @@
 //! backtrace on the terminal).
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-fn trace(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/traces")
-        .join(name)
-        .display()
-        .to_string()
-}
+mod common;
+use common::trace;
 
 fn gpuscope() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gpuscope"));

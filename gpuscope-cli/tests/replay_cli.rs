@@ -3,8 +3,10 @@
 //! `tests/data/traces/README.md` is answered with an error naming the file and the
 //! line (exit status 1, never a panic), or replayed.
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
+
+mod common;
+use common::trace;
 
 fn gpuscope(args: &[&str], conf: Option<&str>) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gpuscope"));
@@ -13,14 +15,6 @@ fn gpuscope(args: &[&str], conf: Option<&str>) -> Output {
         c.env("GPUSCOPE_ALLOC_CONF", conf);
     }
     c.output().expect("gpuscope runs")
-}
-
-fn trace(name: &str) -> String {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../tests/data/traces")
-        .join(name)
-        .display()
-        .to_string()
 }
 
 fn temp_trace(name: &str, text: &str) -> String {
