@@ -35,6 +35,12 @@ pub(crate) fn stderr_line(line: std::fmt::Arguments) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
+/// The error of a report that standard output did not take (a reader that stopped early:
+/// `| head -1`), for the commands' `Err`: exit status 1 and this line, not a panic.
+pub(crate) fn cannot_write(e: std::io::Error) -> String {
+    format!("cannot write the report: {e}")
+}
+
 #[derive(Parser)]
 #[command(
     name = "gpuscope",

@@ -136,7 +136,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
                 ""
             }
         )
-        .map_err(cannot_write)?;
+        .map_err(crate::cannot_write)?;
     }
     for (name, trace) in &traces {
         // A fresh allocator per trace, so one trace's cache does not serve the next.
@@ -147,14 +147,10 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
             Format::Text => write_text(&mut out, &result),
             Format::Json => writeln!(out, "{}", to_json(&result, args.backend, args.touch)),
         }
-        .map_err(cannot_write)?;
+        .map_err(crate::cannot_write)?;
     }
-    out.flush().map_err(cannot_write)?;
+    out.flush().map_err(crate::cannot_write)?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn cannot_write(e: std::io::Error) -> String {
-    format!("cannot write the report: {e}")
 }
 
 fn write_text(out: &mut impl Write, r: &ReplayResult) -> std::io::Result<()> {

@@ -34,6 +34,7 @@ mod packages;
 mod run;
 mod settings;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use gpuscope_lint::{Level, Levels, RULES, UnknownRule};
@@ -54,7 +55,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     if let Some(name) = &args.explain {
         return Ok(match gpuscope_lint::rule(name) {
             Some(rule) => {
-                print!("{}", rule.docs);
+                write!(std::io::stdout().lock(), "{}", rule.docs).map_err(crate::cannot_write)?;
                 ExitCode::SUCCESS
             }
             None => usage_error(&format!("--explain {name}: {}", UnknownRule::new(name))),
@@ -65,7 +66,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
         Err(message) => return Ok(usage_error(&message)),
     };
     if args.list_rules {
-        print_rules(&settings.global());
+        print_rules(&settings.global()).map_err(crate::cannot_write)?;
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(missing) = args.paths.iter().find(|p| !p.exists()) {
@@ -94,7 +95,7 @@ pub fn run(args: Args) -> Result<ExitCode, String> {
     )?;
     written
         .and_then(|()| out.finish())
-        .map_err(|e| format!("cannot write the report: {e}"))?;
+        .map_err(crate::cannot_write)?;
     Ok(if failed {
         ExitCode::FAILURE
     } else {
@@ -107,14 +108,19 @@ fn usage_error(message: &str) -> ExitCode {
     ExitCode::from(USAGE_ERROR)
 }
 
-fn print_rules(levels: &Levels) {
+/// The rules and their levels, a line each, through one handle (a reader that stops
+/// early, `| head -1`, is an error, not a panic).
+fn print_rules(levels: &Levels) -> std::io::Result<()> {
     let width = RULES.iter().map(|r| r.name.len()).max().unwrap_or(0);
+    let mut out = std::io::stdout().lock();
     for (rule, level) in levels.iter() {
-        println!(
+        writeln!(
+            out,
             "{:width$}  {:5}  {}",
             rule.name,
             level.as_str(),
             rule.summary
-        );
+        )?;
     }
+    out.flush()
 }
